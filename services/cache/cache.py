@@ -1,0 +1,237 @@
+"""The scheduler cache (kube-scheduler's schedulerCache), pure: no I/O.
+
+Pod states, as in the seed's cache walk-through:
+
+                     +-------------------------------------------+  +----+
+                     |                            Add            |  |    |
+                     |                                           |  |    | Update
+    +      Assume    +                Add                        v  v    |
+  Initial +--------> Assumed +------------+---> Added <--+-------------+
+                     +    +               |       +
+                     |    |               |       |
+                     |    |          Add  |       | Remove
+             Forget  |    | Expire        |       |
+                     v    v               |       v
+                   Initial / Expired      +--> Deleted
+
+- Assume: a worker chose a node; the pod counts there at once (validated first).
+- FinishBinding: the binder wrote the binding; the expiry clock (ttl) starts.
+- Add: the watcher saw the pod bound; an assumed pod is confirmed (moved if it
+  landed elsewhere), an unknown one is added.
+- Forget: the binding failed; the assumption is dropped.
+- Expire: a finished binding never confirmed within ttl, or an assumption never
+  finished within unbound_ttl (its worker and binder vanished), frees its room.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shared.framework.framework import Framework
+from shared.framework.interface import PodInfo
+from shared.framework.nodeinfo import NodeInfo, PodResources
+from shared.framework.status import Code, Status
+
+ASSUMED = "assumed"
+ADDED = "added"
+
+
+@dataclass
+class PodState:
+    key: str
+    uid: str
+    node: str
+    state: str  # ASSUMED | ADDED
+    resources: PodResources
+    seq: int = 0
+    binding_finished: bool = False
+    deadline: float | None = None  # expiry of an assumed pod
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "uid": self.uid,
+            "node": self.node,
+            "state": self.state,
+            "res": self.resources.to_record(),
+            "seq": self.seq,
+            "finished": self.binding_finished,
+            "deadline": self.deadline,
+        }
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> PodState:
+        return cls(
+            rec["key"],
+            rec["uid"],
+            rec["node"],
+            rec["state"],
+            PodResources.from_record(rec["res"]),
+            rec["seq"],
+            rec["finished"],
+            rec["deadline"],
+        )
+
+
+@dataclass
+class AssumeResult:
+    ok: bool
+    status: Status | None = None  # why the node no longer fits
+
+
+class Cache:
+    def __init__(
+        self, clock: Callable[[], float], *, ttl: float = 30.0, unbound_ttl: float = 300.0
+    ) -> None:
+        self.clock = clock
+        self.ttl = ttl
+        self.unbound_ttl = unbound_ttl
+        self.nodes: dict[str, NodeInfo] = {}
+        self.pods: dict[str, PodState] = {}
+        self.generation = 0
+        self.dirty_nodes: set[str] = set()
+        self.dirty_pods: set[str] = set()
+
+    # --- nodes ------------------------------------------------------------------
+
+    def add_or_update_node(self, raw_node: dict[str, Any]) -> None:
+        name = raw_node["metadata"]["name"]
+        info = self.nodes.get(name) or NodeInfo(name)
+        self.nodes[name] = info
+        info.set_node(raw_node)
+        self._touch(info)
+
+    def remove_node(self, name: str) -> None:
+        """The node goes; its pods stay accounted until they are deleted themselves."""
+        info = self.nodes.get(name)
+        if info is None:
+            return
+        info.set_node(None)
+        if not info.pods:
+            del self.nodes[name]
+            self.generation += 1
+            self.dirty_nodes.add(name)
+        else:
+            self._touch(info)
+
+    def schedulable_nodes(self) -> list[NodeInfo]:
+        return [n for n in self.nodes.values() if n.raw_node is not None]
+
+    # --- pods -------------------------------------------------------------------
+
+    def assume_pod(
+        self, framework: Framework, pod: PodInfo, node_name: str, uid: str, seq: int
+    ) -> AssumeResult:
+        """Validate-then-commit: re-run the profile's filters against committed state."""
+        current = self.pods.get(pod.key)
+        if current is not None and current.state == ADDED:
+            return AssumeResult(False, _conflict("pod is already bound"))
+        if current is not None:  # a stale assumption from an earlier attempt
+            self._remove(current)
+        info = self.nodes.get(node_name)
+        if info is None or info.raw_node is None:
+            return AssumeResult(False, _conflict(f"node {node_name!r} not found"))
+        status = framework.run_filters(pod, info)
+        if not status.ok:
+            return AssumeResult(False, status)
+        state = PodState(pod.key, uid, node_name, ASSUMED, pod.resources, seq)
+        state.deadline = self.clock() + self.unbound_ttl
+        self._place(state)
+        return AssumeResult(True)
+
+    def finish_binding(self, key: str, uid: str) -> None:
+        state = self.pods.get(key)
+        if state is None or state.state != ASSUMED or state.uid != uid:
+            return
+        state.binding_finished = True
+        state.deadline = self.clock() + self.ttl
+        self.dirty_pods.add(key)
+
+    def forget_pod(self, key: str, uid: str) -> bool:
+        state = self.pods.get(key)
+        if state is None or state.state != ASSUMED or state.uid != uid:
+            return False
+        self._remove(state)
+        return True
+
+    def add_pod(self, key: str, uid: str, node: str, resources: PodResources, seq: int) -> None:
+        """The watcher saw the pod bound to `node` (or an update of a bound pod)."""
+        current = self.pods.get(key)
+        if current is not None:
+            if current.state == ADDED and seq <= current.seq:
+                return  # replayed or stale event
+            self._remove(current)
+        self._place(PodState(key, uid, node, ADDED, resources, seq))
+
+    def remove_pod(self, key: str) -> bool:
+        """Returns whether the pod held room on a node (its removal may unblock others)."""
+        state = self.pods.get(key)
+        if state is None:
+            return False
+        self._remove(state)
+        return True
+
+    def cleanup_expired(self) -> list[str]:
+        now = self.clock()
+        expired = [
+            s
+            for s in self.pods.values()
+            if s.state == ASSUMED and s.deadline is not None and s.deadline <= now
+        ]
+        for state in expired:
+            self._remove(state)
+        return [s.key for s in expired]
+
+    # --- persistence ------------------------------------------------------------
+
+    def restore(
+        self, raw_nodes: list[dict[str, Any]], pods: list[PodState], generation: int
+    ) -> None:
+        for raw in raw_nodes:
+            self.add_or_update_node(raw)
+        for state in pods:
+            self._place(state)
+        self.generation = max(self.generation, generation)
+        self.dirty_nodes.clear()
+        self.dirty_pods.clear()
+
+    def take_dirty(self) -> tuple[set[str], set[str]]:
+        nodes, pods = self.dirty_nodes, self.dirty_pods
+        self.dirty_nodes, self.dirty_pods = set(), set()
+        return nodes, pods
+
+    # --- internals --------------------------------------------------------------
+
+    def _place(self, state: PodState) -> None:
+        info = self.nodes.get(state.node)
+        if info is None:  # a pod on a node we have not seen (yet): keep its accounting
+            info = self.nodes[state.node] = NodeInfo(state.node)
+        info.add_pod(state.key, state.resources)
+        self.pods[state.key] = state
+        self.dirty_pods.add(state.key)
+        self._touch(info)
+
+    def _remove(self, state: PodState) -> None:
+        del self.pods[state.key]
+        self.dirty_pods.add(state.key)
+        info = self.nodes.get(state.node)
+        if info is None:
+            return
+        info.remove_pod(state.key)
+        if info.raw_node is None and not info.pods:
+            del self.nodes[state.node]
+            self.generation += 1
+            self.dirty_nodes.add(state.node)
+        else:
+            self._touch(info)
+
+    def _touch(self, info: NodeInfo) -> None:
+        self.generation += 1
+        info.generation = self.generation
+        self.dirty_nodes.add(info.name)
+
+
+def _conflict(reason: str) -> Status:
+    return Status(Code.ERROR, [reason], plugin="Cache")

@@ -1,0 +1,217 @@
+"""Queue service: the scheduling queue, served to workers over NATS, persisted in Redis.
+
+Workers pop batches by long poll; the watcher sends pod and cluster events;
+workers and binders report each attempt's outcome. Every change is written to
+Redis before the reply, so a restart keeps each pending pod with its attempts,
+backoff and sub-queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from typing import Any
+
+from prometheus_client import Counter, Gauge
+
+from services.queue.queue import QueuedPodInfo, SchedulingQueue
+from shared import keys
+from shared.messages import QueuedPod, QueueEvent, Report
+from shared.runtime.flush import Flusher
+from shared.runtime.retry import retry_forever
+from shared.runtime.rpc import serve
+from shared.runtime.service import Runtime
+from shared.subjects import QUEUE_EVENTS, QUEUE_GROUP, QUEUE_POP, QUEUE_REPORT
+from shared.wire import pack, unpack
+
+log = logging.getLogger("ksched.queue")
+
+UNSCHEDULABLE_FLUSH_SECONDS = 30.0
+MAX_POP = 1000
+MAX_POP_WAIT_MS = 30_000
+
+
+def queue_settings(rt: Runtime) -> dict[str, float]:
+    return {
+        "initial_backoff": rt.config.pod_initial_backoff_seconds,
+        "max_backoff": rt.config.pod_max_backoff_seconds,
+        "inflight_lease": float(os.environ.get("KSCHED_QUEUE_LEASE_SECONDS", "15")),
+    }
+
+
+class QueueService:
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.q = SchedulingQueue(time.time, **queue_settings(rt))
+        self.flusher = Flusher(self._write)
+        self.stopping = asyncio.Event()
+        self._wake = asyncio.Event()
+        reg = rt.registry
+        self.pending = Gauge(
+            "scheduler_pending_pods", "Pending pods by sub-queue", ["queue"], registry=reg
+        )
+        self.incoming = Counter(
+            "scheduler_queue_incoming_pods_total",
+            "Pods added to the queue",
+            ["queue", "event"],
+            registry=reg,
+        )
+        self.lease_expired = Counter(
+            "ksched_queue_lease_expired_total",
+            "Pods taken back from a vanished worker or binder",
+            registry=reg,
+        )
+
+    async def run(self) -> None:
+        await retry_forever("restore queue from redis", self._restore)
+        self._notify()
+        nc = self.rt.nc
+        # Events and reports in arrival order; pops concurrently (they long-poll).
+        await serve(nc, QUEUE_EVENTS, self.on_events, queue=QUEUE_GROUP, concurrent=False)
+        await serve(nc, QUEUE_REPORT, self.on_report, queue=QUEUE_GROUP, concurrent=False)
+        await serve(nc, QUEUE_POP, self.on_pop, queue=QUEUE_GROUP)
+        last_leftover_flush = time.monotonic()
+        while not self.stopping.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), 1)
+            self.q.flush_backoff_completed()
+            for qpi in self.q.expire_leases():
+                self.lease_expired.inc()
+                log.warning("lease expired, pod back to activeQ", extra={"pod": qpi.key})
+            if time.monotonic() - last_leftover_flush >= UNSCHEDULABLE_FLUSH_SECONDS:
+                self.q.flush_unschedulable_leftover()
+                last_leftover_flush = time.monotonic()
+            self._notify()
+            await self.flusher.flush_quietly(log)
+
+    async def shutdown(self) -> None:
+        self.stopping.set()
+        self._notify()
+        await self.flusher.flush_quietly(log)
+
+    # --- handlers ---------------------------------------------------------------
+
+    async def on_events(self, body: dict[str, Any]) -> dict[str, int]:
+        events: list[QueueEvent] = body["events"]
+        move_event = ""
+        for ev in events:
+            op = ev["op"]
+            if op == "upsert":
+                self.q.add(ev["key"], ev.get("uid", ""), ev["pod"], ev["seq"])
+                self.incoming.labels("active", "PodAdd").inc()
+            elif op in ("delete", "assigned"):
+                self.q.delete(ev["key"])
+            elif op == "move":
+                move_event = ev["event"]
+            else:
+                raise ValueError(f"unknown queue op {op!r}")
+        # One move covers every move event of the batch: a move takes all
+        # unschedulable pods, and nothing in a batch makes a pod unschedulable.
+        if move_event:
+            self._move(move_event)
+        self._notify()
+        await self.flusher.flush()
+        return {"applied": len(events)}
+
+    async def on_pop(self, body: dict[str, Any]) -> dict[str, list[QueuedPod]]:
+        limit = max(1, min(int(body.get("max", 1)), MAX_POP))
+        wait = max(0, min(int(body.get("wait_ms", 0)), MAX_POP_WAIT_MS)) / 1000
+        deadline = time.monotonic() + wait
+        while True:
+            popped = self.q.pop(limit)
+            if popped:
+                await self.flusher.flush()
+                return {"pods": [_wire(p) for p in popped]}
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.stopping.is_set():
+                return {"pods": []}
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), remaining)
+
+    async def on_report(self, body: dict[str, Any]) -> dict[str, int]:
+        reports: list[Report] = body["reports"]
+        accepted = 0
+        for rep in reports:
+            accepted += self._apply_report(rep)
+        if body.get("move"):
+            self._move(body["move"])
+        self._notify()
+        await self.flusher.flush()
+        return {"accepted": accepted}
+
+    def _apply_report(self, rep: Report) -> bool:
+        key, cycle, outcome = rep["key"], rep["cycle"], rep["outcome"]
+        if outcome == "assumed":
+            return self.q.assumed(key, cycle)
+        return self.q.failed(
+            key,
+            cycle,
+            unschedulable=outcome == "unschedulable",
+            message=rep.get("message", ""),
+            plugins=rep.get("plugins", []),
+            seq=rep.get("seq"),
+        )
+
+    def _move(self, event: str) -> None:
+        moved = self.q.move_all_to_active_or_backoff(event)
+        if moved:
+            self.incoming.labels("active", event).inc(moved)
+
+    def _notify(self) -> None:
+        counts = self.q.counts()
+        for name in ("active", "backoff", "unschedulable", "gated"):
+            self.pending.labels(name).set(counts.get(name, 0))
+        if counts.get("active", 0) or self.stopping.is_set():
+            self._wake.set()
+            self._wake = asyncio.Event()
+
+    # --- persistence ------------------------------------------------------------
+
+    async def _restore(self) -> None:
+        redis = self.rt.redis
+        records = await redis.hgetall(keys.QUEUE_PODS)
+        meta = await redis.hgetall(keys.QUEUE_META)
+        self.q = SchedulingQueue(time.time, **queue_settings(self.rt))
+        self.q.restore([unpack(v) for v in records.values()])
+        self.q.restore_meta(
+            int(meta.get(b"scheduling_cycle", 0)), int(meta.get(b"move_request_cycle", -1))
+        )
+        self.q.take_dirty()
+        log.info("restored %d pending pods", len(records), extra={"counts": self.q.counts()})
+
+    async def _write(self) -> None:
+        dirty = self.q.take_dirty()
+        pipe = self.rt.redis.pipeline(transaction=True)
+        for key in dirty:
+            qpi = self.q.get(key)
+            if qpi is None:
+                pipe.hdel(keys.QUEUE_PODS, key)
+            else:
+                pipe.hset(keys.QUEUE_PODS, key, pack(qpi.to_record()))
+        pipe.hset(
+            keys.QUEUE_META,
+            mapping={
+                "scheduling_cycle": self.q.scheduling_cycle,
+                "move_request_cycle": self.q.move_request_cycle,
+            },
+        )
+        try:
+            await pipe.execute()
+        except Exception:
+            self.q.dirty |= dirty
+            raise
+
+
+def _wire(p: QueuedPodInfo) -> QueuedPod:
+    return {
+        "key": p.key,
+        "uid": p.uid,
+        "seq": p.seq,
+        "pod": p.raw,
+        "attempts": p.attempts,
+        "cycle": p.cycle,
+        "initial_attempt_ts": p.initial_attempt_timestamp or 0.0,
+    }

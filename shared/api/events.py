@@ -1,0 +1,108 @@
+"""Watch events from the public cluster subjects, decoded and validated once.
+
+A watch event is `{"type": ADDED|MODIFIED|DELETED, "object": <Pod|Node>}` on
+`ksched.cluster.nodes.<name>` or `ksched.cluster.pods.<namespace>.<name>`.
+The subject plays the part of the API server's URL: it fills a missing
+namespace/name in the object and must agree with the ones present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from shared.api.models import (
+    EVENT_TYPES,
+    Node,
+    Pod,
+    describe_validation_error,
+)
+from shared.subjects import NODES_PREFIX, PODS_PREFIX
+from shared.wire import DecodeError, decode_user_payload
+
+Kind = Literal["node", "pod"]
+
+
+class BadEvent(ValueError):
+    """An event ksched refuses; str(err) is the reason given to the publisher."""
+
+
+@dataclass(frozen=True)
+class SubjectRef:
+    kind: Kind
+    namespace: str
+    name: str
+
+
+@dataclass
+class ClusterEvent:
+    kind: Kind
+    type: str
+    obj: Pod | Node
+    raw: dict[str, Any]  # the object as published, with namespace/name filled in
+    subject: str
+    seq: int  # stream sequence: the object's resourceVersion
+
+
+def parse_subject(subject: str) -> SubjectRef:
+    if subject.startswith(NODES_PREFIX + "."):
+        name = subject[len(NODES_PREFIX) + 1 :]
+        if name:
+            return SubjectRef("node", "", name)
+    elif subject.startswith(PODS_PREFIX + "."):
+        namespace, _, name = subject[len(PODS_PREFIX) + 1 :].partition(".")
+        if namespace and name:
+            return SubjectRef("pod", namespace, name)
+    raise BadEvent(
+        f"subject {subject!r} is not ksched.cluster.nodes.<name> or "
+        "ksched.cluster.pods.<namespace>.<name>"
+    )
+
+
+def decode_cluster_event(
+    subject: str, data: bytes, headers: Mapping[str, str] | None, seq: int
+) -> ClusterEvent:
+    ref = parse_subject(subject)
+    try:
+        payload = decode_user_payload(data, headers)
+    except DecodeError as err:
+        raise BadEvent(str(err)) from None
+    if not isinstance(payload, dict):
+        raise BadEvent("event must be an object {type, object}")
+    etype = payload.get("type")
+    if etype not in EVENT_TYPES:
+        raise BadEvent(f"type must be one of {', '.join(EVENT_TYPES)}, got {etype!r}")
+    raw = payload.get("object")
+    if not isinstance(raw, dict):
+        raise BadEvent("object must be a Kubernetes Pod or Node object")
+    raw = _fill_names(raw, ref)
+    model = Node if ref.kind == "node" else Pod
+    try:
+        obj = model.model_validate(raw)
+    except ValidationError as err:
+        raise BadEvent(describe_validation_error(err)) from None
+    return ClusterEvent(ref.kind, etype, obj, raw, subject, seq)
+
+
+def _fill_names(raw: dict[str, Any], ref: SubjectRef) -> dict[str, Any]:
+    meta = raw.get("metadata")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise BadEvent("metadata must be an object")
+    meta = dict(meta)
+    _agree(meta, "name", ref.name)
+    if ref.kind == "pod":
+        _agree(meta, "namespace", ref.namespace)
+    return {**raw, "metadata": meta}
+
+
+def _agree(meta: dict[str, Any], field: str, from_subject: str) -> None:
+    value = meta.get(field)
+    if value in (None, ""):
+        meta[field] = from_subject
+    elif value != from_subject:
+        raise BadEvent(f"metadata.{field} {value!r} does not match the subject ({from_subject!r})")

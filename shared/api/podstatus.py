@@ -1,0 +1,113 @@
+"""What ksched writes about a pod: PodScheduled conditions, bindings, Event objects."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import hashlib
+from typing import Any
+
+from shared.api.models import DEFAULT_SCHEDULER_NAME
+
+POD_SCHEDULED = "PodScheduled"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
+EVENT_SCHEDULED = "Scheduled"
+EVENT_FAILED_SCHEDULING = "FailedScheduling"
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod_condition(raw: dict[str, Any], ctype: str = POD_SCHEDULED) -> dict[str, Any] | None:
+    for cond in (raw.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == ctype:
+            return cond
+    return None
+
+
+def with_condition(
+    raw: dict[str, Any], status: str, reason: str = "", message: str = ""
+) -> dict[str, Any] | None:
+    """The pod with its PodScheduled condition set, or None when nothing would change
+    (kube-scheduler skips such writes, which would only wake watchers)."""
+    old = pod_condition(raw)
+    if old is not None and (old.get("status"), old.get("reason", ""), old.get("message", "")) == (
+        status,
+        reason,
+        message,
+    ):
+        return None
+    cond: dict[str, Any] = {"type": POD_SCHEDULED, "status": status, "lastProbeTime": None}
+    if reason:
+        cond["reason"] = reason
+    if message:
+        cond["message"] = message
+    keep_time = old is not None and old.get("status") == status
+    cond["lastTransitionTime"] = (
+        old.get("lastTransitionTime") if keep_time and old else now_rfc3339()
+    )
+    new = copy.deepcopy(raw)
+    st = new.setdefault("status", {}) or {}
+    new["status"] = st
+    others = [c for c in st.get("conditions") or [] if c is not old]
+    st["conditions"] = [*others, cond]
+    if status == "False" and not st.get("phase"):
+        st["phase"] = "Pending"
+    return new
+
+
+def bound_pod(raw: dict[str, Any], node: str) -> dict[str, Any]:
+    new = with_condition(raw, "True") or copy.deepcopy(raw)
+    new.setdefault("spec", {})["nodeName"] = node
+    return new
+
+
+def unschedulable_pod(raw: dict[str, Any], message: str, reason: str = REASON_UNSCHEDULABLE):
+    """`with_condition` for a failed cycle (None when already reported identically)."""
+    return with_condition(raw, "False", reason, message)
+
+
+def scheduler_name(raw: dict[str, Any]) -> str:
+    return (raw.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER_NAME
+
+
+def make_event(
+    raw: dict[str, Any], reason: str, message: str, *, warning: bool, action: str
+) -> dict[str, Any]:
+    """A core/v1 Event about the pod, as kube-scheduler's event recorder writes it."""
+    meta = raw.get("metadata") or {}
+    namespace, name = meta.get("namespace", "default"), meta.get("name", "")
+    now = dt.datetime.now(dt.UTC)
+    suffix = hashlib.blake2s(f"{name}{reason}{now.timestamp()}".encode(), digest_size=8).hexdigest()
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    reporter = scheduler_name(raw)
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{suffix}", "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": namespace,
+            "name": name,
+            "uid": meta.get("uid", ""),
+        },
+        "reason": reason,
+        "message": message,
+        "type": "Warning" if warning else "Normal",
+        "action": action,
+        "source": {"component": reporter},
+        "reportingComponent": reporter,
+        "reportingInstance": reporter,
+        "firstTimestamp": stamp[:19] + "Z",
+        "lastTimestamp": stamp[:19] + "Z",
+        "eventTime": stamp,
+        "count": 1,
+    }
+
+
+def scheduled_message(raw: dict[str, Any], node: str) -> str:
+    meta = raw.get("metadata") or {}
+    return f"Successfully assigned {meta.get('namespace', 'default')}/{meta.get('name')} to {node}"

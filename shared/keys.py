@@ -1,0 +1,25 @@
+"""Every Redis key ksched uses, defined once.
+
+Key schema (all values msgpack unless noted):
+  ksched:cache:nodes        hash  node name -> raw core/v1 Node (as published)
+  ksched:cache:pods         hash  pod key "ns/name" -> PodState record (cache.state)
+  ksched:cache:nodeinfo     hash  node name -> NodeInfo snapshot record (worker view)
+  ksched:cache:generations  zset  node name -> generation at its last change
+                                  (a deleted node keeps its entry, with no nodeinfo)
+  ksched:cache:generation   str   the latest generation handed out (int)
+  ksched:queue:pods         hash  pod key -> queued pod record (queue.state)
+  ksched:queue:meta         hash  scheduling cycle, move request cycle
+"""
+
+from __future__ import annotations
+
+PREFIX = "ksched"
+
+CACHE_NODES = f"{PREFIX}:cache:nodes"
+CACHE_PODS = f"{PREFIX}:cache:pods"
+CACHE_NODEINFO = f"{PREFIX}:cache:nodeinfo"
+CACHE_GENERATIONS = f"{PREFIX}:cache:generations"
+CACHE_GENERATION = f"{PREFIX}:cache:generation"
+
+QUEUE_PODS = f"{PREFIX}:queue:pods"
+QUEUE_META = f"{PREFIX}:queue:meta"

@@ -1,0 +1,105 @@
+"""Schemas of the internal messages between services (msgpack maps), defined once.
+
+TypedDicts document the shape; builders keep the field names in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+# --- watcher -> queue (QUEUE_EVENTS) ------------------------------------------
+# {"events": [QueueEvent, ...]}
+QueueOp = Literal["upsert", "delete", "assigned", "move"]
+
+
+class QueueEvent(TypedDict, total=False):
+    op: QueueOp
+    key: str
+    uid: str
+    seq: int
+    pod: dict[str, Any]  # raw pod, for upsert
+    event: str  # cluster event name, for move (NodeAdd, NodeUpdate, AssignedPodDelete, ...)
+
+
+# --- watcher -> cache (CACHE_EVENTS) ------------------------------------------
+# {"events": [CacheEvent, ...]}
+CacheOp = Literal["node_upsert", "node_delete", "pod_upsert", "pod_delete"]
+
+
+class CacheEvent(TypedDict, total=False):
+    op: CacheOp
+    name: str  # node name, or pod key for pod ops
+    node: dict[str, Any]  # raw node, for node_upsert
+    uid: str
+    seq: int
+    node_name: str  # the pod's spec.nodeName, for pod_upsert
+    pod: dict[str, Any]  # raw pod, for pod_upsert
+
+
+# --- worker <-> queue ----------------------------------------------------------
+class PopRequest(TypedDict):
+    max: int
+    wait_ms: int
+
+
+class QueuedPod(TypedDict):
+    key: str
+    uid: str
+    seq: int
+    pod: dict[str, Any]
+    attempts: int
+    cycle: int
+    initial_attempt_ts: float
+
+
+# {"pods": [QueuedPod, ...]}
+
+Outcome = Literal["assumed", "unschedulable", "error"]
+
+
+class Report(TypedDict, total=False):
+    key: str
+    cycle: int
+    outcome: Outcome
+    message: str
+    plugins: list[str]
+    seq: int  # the pod's sequence after ksched's own status write
+
+
+# {"reports": [Report, ...], "move": "<event>" | None}
+
+
+# --- worker -> cache (CACHE_ASSUME) -------------------------------------------
+class Assumption(TypedDict):
+    key: str
+    uid: str
+    seq: int
+    node: str
+    pod: dict[str, Any]
+    profile: str
+
+
+class AssumeReply(TypedDict, total=False):
+    key: str
+    ok: bool
+    plugin: str
+    reasons: list[str]
+
+
+# {"assume": [Assumption, ...]} -> {"results": [AssumeReply, ...]}
+
+
+# --- binder -> cache (CACHE_BINDING) ------------------------------------------
+# {"finish": [[key, uid], ...], "forget": [[key, uid], ...]}
+
+
+# --- worker -> binder (BIND_SUBJECT, JetStream work queue) ----------------------
+class BindRequest(TypedDict):
+    key: str
+    uid: str
+    seq: int  # the pod version that was scheduled: the bind's precondition
+    node: str
+    cycle: int
+    pod: dict[str, Any]
+    profile: str
+    assumed_at: float

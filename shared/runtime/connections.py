@@ -1,0 +1,94 @@
+"""NATS and Redis connections that survive server restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import nats
+import redis.asyncio as aioredis
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import NotFoundError
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from shared.subjects import STREAMS, StreamSpec
+
+log = logging.getLogger("ksched.connections")
+
+
+async def connect_nats(urls: list[str], name: str) -> NATS:
+    """Connect, retrying forever; once connected, nats-py reconnects forever."""
+
+    async def on_error(err: Exception) -> None:
+        log.warning("nats error: %s", err)
+
+    async def on_disconnect() -> None:
+        log.warning("nats disconnected; reconnecting")
+
+    async def on_reconnect() -> None:
+        log.info("nats reconnected")
+
+    delay = 0.1
+    while True:
+        try:
+            return await nats.connect(
+                servers=urls,
+                name=name,
+                allow_reconnect=True,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.5,
+                connect_timeout=2,
+                ping_interval=5,
+                max_outstanding_pings=3,
+                error_cb=on_error,
+                disconnected_cb=on_disconnect,
+                reconnected_cb=on_reconnect,
+            )
+        except Exception as err:  # no server yet: keep trying, as a pod would
+            log.warning("nats connect to %s failed (%s); retrying", ",".join(urls), err)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+def connect_redis(url: str) -> aioredis.Redis:
+    """A pooled client; commands retry through short outages, callers retry longer ones."""
+    return aioredis.from_url(
+        url,
+        decode_responses=False,
+        socket_connect_timeout=2,
+        socket_timeout=10,
+        health_check_interval=5,
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 5),
+        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+    )
+
+
+def stream_config(spec: StreamSpec) -> StreamConfig:
+    return StreamConfig(
+        name=spec.name,
+        subjects=list(spec.subjects),
+        description=spec.description or None,
+        retention=RetentionPolicy(spec.retention),
+        storage=StorageType.FILE,
+        max_msgs_per_subject=spec.max_msgs_per_subject,
+        max_age=spec.max_age_seconds or None,
+        duplicate_window=spec.duplicate_window_seconds,
+        allow_direct=True,
+    )
+
+
+async def ensure_streams(js: JetStreamContext, specs: tuple[StreamSpec, ...] = STREAMS) -> None:
+    """Create every stream ksched needs, or bring an existing one to the spec (idempotent)."""
+    for spec in specs:
+        config = stream_config(spec)
+        try:
+            await js.stream_info(spec.name)
+        except NotFoundError:
+            await js.add_stream(config)
+            continue
+        await js.update_stream(config)

@@ -1,0 +1,54 @@
+"""ksched's writes to public subjects: conditional pod writes and Event objects."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from nats.js import JetStreamContext
+from nats.js.errors import APIError
+
+from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, event_subject, pod_subject
+from shared.wire import dump_json
+
+log = logging.getLogger("ksched.publish")
+
+# JetStream's error code for a failed Nats-Expected-Last-Subject-Sequence check.
+WRONG_LAST_SEQUENCE = 10071
+
+
+class Conflict(Exception):
+    """The pod changed (or was deleted) since the version ksched acted on."""
+
+
+def pod_key_parts(raw: dict[str, Any]) -> tuple[str, str]:
+    meta = raw["metadata"]
+    return meta["namespace"], meta["name"]
+
+
+async def write_pod(js: JetStreamContext, raw: dict[str, Any], expected_seq: int) -> int:
+    """Publish `MODIFIED raw` on the pod's subject if the subject is still at
+    `expected_seq` (Kubernetes' resourceVersion precondition); returns the new seq."""
+    namespace, name = pod_key_parts(raw)
+    body = dump_json({"type": "MODIFIED", "object": raw})
+    try:
+        ack = await js.publish(
+            pod_subject(namespace, name),
+            body,
+            headers={EXPECTED_LAST_SUBJECT_SEQ: str(expected_seq)},
+        )
+    except APIError as err:
+        if err.err_code == WRONG_LAST_SEQUENCE:
+            raise Conflict(f"{namespace}/{name} changed since sequence {expected_seq}") from None
+        raise
+    return int(ack.seq)
+
+
+async def publish_event(js: JetStreamContext, event: dict[str, Any]) -> None:
+    involved = event["involvedObject"]
+    try:
+        await js.publish(event_subject(involved["namespace"], involved["name"]), dump_json(event))
+    except Exception as err:  # events are best effort, as in kube-scheduler's recorder
+        log.warning(
+            "event for %s/%s not published: %s", involved["namespace"], involved["name"], err
+        )

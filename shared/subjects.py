@@ -1,0 +1,105 @@
+"""Every NATS subject and JetStream stream ksched uses, defined once.
+
+Public subjects (DESIGN.md, contract): the cluster stream users publish watch
+events to, the events stream, and the error subjects. Internal subjects carry
+msgpack between services and may change freely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# --- public: cluster state (the "API server") --------------------------------
+CLUSTER_STREAM = "KSCHED_CLUSTER"
+CLUSTER_PREFIX = "ksched.cluster"
+NODES_PREFIX = f"{CLUSTER_PREFIX}.nodes"
+PODS_PREFIX = f"{CLUSTER_PREFIX}.pods"
+
+# --- public: Kubernetes Event objects and rejected input ---------------------
+EVENTS_STREAM = "KSCHED_EVENTS"
+EVENTS_PREFIX = "ksched.events"
+ERRORS_STREAM = "KSCHED_ERRORS"
+ERRORS_PREFIX = "ksched.errors"
+
+# --- internal -----------------------------------------------------------------
+BIND_STREAM = "KSCHED_BIND"
+BIND_SUBJECT = "ksched.internal.bind"
+BINDER_CONSUMER = "binder"
+WATCHER_CONSUMER = "watcher"
+
+QUEUE_EVENTS = "ksched.internal.queue.events"  # watcher -> queue: pod and cluster events
+QUEUE_POP = "ksched.internal.queue.pop"  # worker -> queue: long-poll batch pop
+QUEUE_REPORT = "ksched.internal.queue.report"  # worker/binder -> queue: cycle outcomes
+CACHE_EVENTS = "ksched.internal.cache.events"  # watcher -> cache: nodes, assigned pods
+CACHE_ASSUME = "ksched.internal.cache.assume"  # worker -> cache: validate-then-commit
+CACHE_BINDING = "ksched.internal.cache.binding"  # binder -> cache: finish-binding / forget
+
+# Queue groups so that a standby replica (later: leader election) shares nothing twice.
+QUEUE_GROUP = "ksched-queue"
+CACHE_GROUP = "ksched-cache"
+
+
+def node_subject(name: str) -> str:
+    return f"{NODES_PREFIX}.{name}"
+
+
+def pod_subject(namespace: str, name: str) -> str:
+    return f"{PODS_PREFIX}.{namespace}.{name}"
+
+
+def event_subject(namespace: str, pod_name: str) -> str:
+    return f"{EVENTS_PREFIX}.{namespace}.{pod_name}"
+
+
+def error_subject(original: str) -> str:
+    return f"{ERRORS_PREFIX}.{original}"
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """What a stream must look like; runtime.ensure_streams creates or updates it."""
+
+    name: str
+    subjects: list[str]
+    retention: str = "limits"  # limits | workqueue
+    max_msgs_per_subject: int = -1
+    max_age_seconds: float = 0  # 0 = forever
+    duplicate_window_seconds: float = 120
+    description: str = ""
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+STREAMS: tuple[StreamSpec, ...] = (
+    # The latest event per subject is the object's current state: a late
+    # watcher lists by replaying the stream, then keeps watching.
+    StreamSpec(
+        CLUSTER_STREAM,
+        [f"{CLUSTER_PREFIX}.>"],
+        max_msgs_per_subject=1,
+        description="cluster state: latest watch event per Node/Pod subject",
+    ),
+    StreamSpec(
+        EVENTS_STREAM,
+        [f"{EVENTS_PREFIX}.>"],
+        max_age_seconds=3600,
+        description="Kubernetes Event objects (Scheduled, FailedScheduling, Preempted)",
+    ),
+    StreamSpec(
+        ERRORS_STREAM,
+        [f"{ERRORS_PREFIX}.>"],
+        max_age_seconds=24 * 3600,
+        description="rejected input, with the reason in the Ksched-Error header",
+    ),
+    StreamSpec(
+        BIND_STREAM,
+        [BIND_SUBJECT],
+        retention="workqueue",
+        description="binding cycle work: assumed pods waiting for a binder",
+    ),
+)
+
+# Headers
+ERROR_HEADER = "Ksched-Error"
+CONTENT_TYPE_HEADER = "Content-Type"
+MSGPACK_CONTENT_TYPE = "application/msgpack"
+EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"

@@ -1,0 +1,78 @@
+"""Encoding on the wire.
+
+Internal messages are msgpack. User input (watch events) is JSON unless the
+`Content-Type: application/msgpack` header says otherwise. ksched's own writes
+to public subjects are JSON so that any client can read them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import msgpack
+
+from shared.subjects import CONTENT_TYPE_HEADER, MSGPACK_CONTENT_TYPE
+
+# Caps on what a hostile publisher can make us allocate while decoding.
+MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
+MAX_NESTING = 64
+
+
+class DecodeError(ValueError):
+    """A payload that cannot be decoded; the message says why."""
+
+
+def pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def unpack(data: bytes | str) -> Any:
+    if isinstance(data, str):  # redis-py's typing allows it; ksched never stores text
+        raise DecodeError("expected msgpack bytes, got text")
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except Exception as err:  # msgpack raises several unrelated types
+        raise DecodeError(f"invalid msgpack: {err}") from err
+
+
+def dump_json(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def is_msgpack(headers: Mapping[str, str] | None) -> bool:
+    if not headers:
+        return False
+    for key, value in headers.items():
+        if key.lower() == CONTENT_TYPE_HEADER.lower():
+            return value.split(";")[0].strip().lower() == MSGPACK_CONTENT_TYPE
+    return False
+
+
+def decode_user_payload(data: bytes, headers: Mapping[str, str] | None) -> Any:
+    """Decode a user-published payload by its Content-Type (JSON by default)."""
+    if len(data) > MAX_PAYLOAD_BYTES:
+        raise DecodeError(f"payload of {len(data)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+    if is_msgpack(headers):
+        obj = unpack(data)
+    else:
+        try:
+            obj = json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+            raise DecodeError(f"invalid JSON: {err}") from err
+    _check_depth(obj)
+    return obj
+
+
+def _check_depth(obj: Any) -> None:
+    # Iterative so that a deeply nested payload cannot exhaust the stack.
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise DecodeError(f"payload nested deeper than {MAX_NESTING} levels")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)

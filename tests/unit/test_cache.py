@@ -1,0 +1,173 @@
+"""Cache transitions (kube-scheduler's cache_test is the model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.cache.cache import ADDED, ASSUMED, Cache
+from shared.cli.workload import make_node, make_pod
+from shared.framework.framework import default_framework
+from shared.framework.interface import PodInfo
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def cache(clock: Clock) -> Cache:
+    c = Cache(clock, ttl=30, unbound_ttl=300)
+    c.add_or_update_node(make_node("n1", cpu="1", memory="1Gi", pods=3))
+    c.add_or_update_node(make_node("n2", cpu="1", memory="1Gi", pods=3))
+    return c
+
+
+FW = default_framework("default-scheduler")
+
+
+def pod(name: str, cpu: str = "400m") -> PodInfo:
+    return PodInfo.of(make_pod(name, cpu=cpu, memory="10Mi"))
+
+
+def test_assume_counts_the_pod_on_its_node_at_once(cache: Cache) -> None:
+    assert cache.assume_pod(FW, pod("a"), "n1", "uid-a", 1).ok
+    assert cache.nodes["n1"].requested["cpu"] == 400
+    assert cache.pods["default/a"].state == ASSUMED
+
+
+def test_assume_validates_against_committed_state(cache: Cache) -> None:
+    assert cache.assume_pod(FW, pod("a", "700m"), "n1", "ua", 1).ok
+    result = cache.assume_pod(FW, pod("b", "700m"), "n1", "ub", 1)
+    assert not result.ok
+    assert result.status is not None and result.status.reasons == ["Insufficient cpu"]
+    assert result.status.plugin == "NodeResourcesFit"
+    assert cache.nodes["n1"].requested["cpu"] == 700
+
+
+def test_a_change_that_leaves_room_is_no_conflict(cache: Cache) -> None:
+    assert cache.assume_pod(FW, pod("a", "300m"), "n1", "ua", 1).ok
+    assert cache.assume_pod(FW, pod("b", "300m"), "n1", "ub", 1).ok
+
+
+def test_generation_moves_with_every_change(cache: Cache) -> None:
+    before = cache.nodes["n1"].generation
+    cache.assume_pod(FW, pod("a"), "n1", "ua", 1)
+    assert cache.nodes["n1"].generation > before
+    assert cache.nodes["n1"].generation == cache.generation
+
+
+def test_forget_frees_the_room(cache: Cache) -> None:
+    cache.assume_pod(FW, pod("a"), "n1", "ua", 1)
+    assert cache.forget_pod("default/a", "ua")
+    assert cache.nodes["n1"].requested.get("cpu", 0) == 0
+    assert "default/a" not in cache.pods
+
+
+def test_forget_of_another_uid_is_ignored(cache: Cache) -> None:
+    cache.assume_pod(FW, pod("a"), "n1", "ua", 1)
+    assert not cache.forget_pod("default/a", "someone-else")
+    assert cache.nodes["n1"].requested["cpu"] == 400
+
+
+def test_add_confirms_an_assumed_pod(cache: Cache) -> None:
+    p = pod("a")
+    cache.assume_pod(FW, p, "n1", "ua", 1)
+    cache.finish_binding("default/a", "ua")
+    cache.add_pod("default/a", "ua", "n1", p.resources, 2)
+    assert cache.pods["default/a"].state == ADDED
+    assert cache.nodes["n1"].requested["cpu"] == 400
+    assert cache.nodes["n1"].num_pods == 1
+
+
+def test_add_moves_a_pod_that_landed_elsewhere(cache: Cache) -> None:
+    p = pod("a")
+    cache.assume_pod(FW, p, "n1", "ua", 1)
+    cache.add_pod("default/a", "ua", "n2", p.resources, 2)
+    assert cache.nodes["n1"].requested.get("cpu", 0) == 0
+    assert cache.nodes["n2"].requested["cpu"] == 400
+
+
+def test_finished_binding_expires_after_ttl(cache: Cache, clock: Clock) -> None:
+    cache.assume_pod(FW, pod("a"), "n1", "ua", 1)
+    cache.finish_binding("default/a", "ua")
+    clock.now += 29
+    assert cache.cleanup_expired() == []
+    clock.now += 2
+    assert cache.cleanup_expired() == ["default/a"]
+    assert cache.nodes["n1"].num_pods == 0
+
+
+def test_confirmed_pod_never_expires(cache: Cache, clock: Clock) -> None:
+    p = pod("a")
+    cache.assume_pod(FW, p, "n1", "ua", 1)
+    cache.finish_binding("default/a", "ua")
+    cache.add_pod("default/a", "ua", "n1", p.resources, 2)
+    clock.now += 3600
+    assert cache.cleanup_expired() == []
+
+
+def test_unfinished_assumption_expires_after_unbound_ttl(cache: Cache, clock: Clock) -> None:
+    cache.assume_pod(FW, pod("a"), "n1", "ua", 1)
+    clock.now += 301
+    assert cache.cleanup_expired() == ["default/a"]
+
+
+def test_reassume_replaces_a_stale_assumption(cache: Cache) -> None:
+    cache.assume_pod(FW, pod("a"), "n1", "ua", 1)
+    assert cache.assume_pod(FW, pod("a"), "n2", "ua", 1).ok
+    assert cache.nodes["n1"].requested.get("cpu", 0) == 0
+    assert cache.nodes["n2"].requested["cpu"] == 400
+
+
+def test_bound_pod_cannot_be_assumed_again(cache: Cache) -> None:
+    p = pod("a")
+    cache.add_pod("default/a", "ua", "n1", p.resources, 2)
+    assert not cache.assume_pod(FW, p, "n2", "ua", 2).ok
+
+
+def test_removed_node_keeps_its_pods_accounting(cache: Cache) -> None:
+    p = pod("a")
+    cache.add_pod("default/a", "ua", "n1", p.resources, 2)
+    cache.remove_node("n1")
+    assert "n1" in cache.nodes and cache.nodes["n1"].raw_node is None
+    assert [n.name for n in cache.schedulable_nodes()] == ["n2"]
+    assert not cache.assume_pod(FW, pod("b"), "n1", "ub", 1).ok
+    cache.remove_pod("default/a")
+    assert "n1" not in cache.nodes
+
+
+def test_too_many_pods(cache: Cache) -> None:
+    for i in range(3):
+        assert cache.assume_pod(FW, pod(f"p{i}", "10m"), "n1", f"u{i}", 1).ok
+    result = cache.assume_pod(FW, pod("p3", "10m"), "n1", "u3", 1)
+    assert result.status is not None and result.status.reasons == ["Too many pods"]
+
+
+def test_stale_add_is_ignored(cache: Cache) -> None:
+    p = pod("a")
+    cache.add_pod("default/a", "ua", "n1", p.resources, 5)
+    cache.add_pod("default/a", "ua", "n2", p.resources, 4)
+    assert cache.pods["default/a"].node == "n1"
+
+
+def test_dirty_tracking_and_restore_round_trip(cache: Cache, clock: Clock) -> None:
+    cache.assume_pod(FW, pod("a"), "n1", "ua", 1)
+    nodes, pods = cache.take_dirty()
+    assert "n1" in nodes and "default/a" in pods
+    copy = Cache(clock)
+    copy.restore(
+        [n.raw_node for n in cache.nodes.values() if n.raw_node],
+        list(cache.pods.values()),
+        cache.generation,
+    )
+    assert copy.nodes["n1"].requested == cache.nodes["n1"].requested
+    assert copy.generation == cache.generation
