@@ -78,7 +78,7 @@ async def _progress(tracker: PodTracker, total: int, started: float) -> float:
             if bound != last_state[0]:
                 last_bind = now
             last_state, last_change = (bound, pending), now
-        _bar(bound, pending, total, bound / max(now - started, 1e-9))
+        _bar(bound, pending, total, bound / max(last_bind - started, 1e-9))
         if bound + pending >= total and now - last_change >= SETTLE_SECONDS:
             sys.stderr.write("\n")
             return last_bind

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -25,13 +26,18 @@ async def consume_batches(
     A lost connection is waited out (nats-py reconnects); the batch being
     handled when the loop stops is finished first.
     """
-    while not stopping.is_set():
-        try:
-            msgs = await psub.fetch(batch, timeout=1)
-        except (TimeoutError, NatsTimeoutError):
-            continue
-        except Exception as err:
-            log.warning("fetch failed: %s", err)
-            await asyncio.sleep(0.5)
-            continue
-        await handle(msgs)
+    try:
+        while not stopping.is_set():
+            try:
+                msgs = await psub.fetch(batch, timeout=1)
+            except (TimeoutError, NatsTimeoutError):
+                continue
+            except Exception as err:
+                log.warning("fetch failed: %s", err)
+                await asyncio.sleep(0.5)
+                continue
+            await handle(msgs)
+    finally:
+        # Without this, draining the connection waits on the idle pull subscription.
+        with contextlib.suppress(Exception):
+            await psub.unsubscribe()

@@ -24,6 +24,7 @@ from shared.runtime.settings import Settings
 log = logging.getLogger("ksched.service")
 
 SHUTDOWN_GRACE_SECONDS = 10.0
+DRAIN_SECONDS = 2.0
 
 
 class Runtime:
@@ -61,8 +62,13 @@ class Runtime:
         return True, "ok"
 
     async def close(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.nc.drain()
+        # Drain delivers what is already buffered; with a pull subscription open it
+        # can wait out nats-py's whole drain timeout, so bound it.
+        try:
+            await asyncio.wait_for(self.nc.drain(), DRAIN_SECONDS)
+        except Exception:
+            with contextlib.suppress(Exception):
+                await self.nc.close()
         with contextlib.suppress(Exception):
             await self.redis.aclose()
         await self.http.stop()

@@ -74,6 +74,36 @@ async def connect(url: str, timeout: float) -> nats.NATS:
             await asyncio.sleep(1)
 
 
+def wait_healthy(timeout: float = 120) -> None:
+    """Every container of the project reports (healthy): the in-image healthchecks work."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = (
+            subprocess.run(
+                [
+                    "docker",
+                    "ps",
+                    "--filter",
+                    f"label=com.docker.compose.project={PROJECT}",
+                    "--format",
+                    "{{.Names}}\t{{.Status}}",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            .stdout.strip()
+            .splitlines()
+        )
+        unhealthy = [line for line in out if "(healthy)" not in line]
+        if out and not unhealthy:
+            print(f"all {len(out)} containers healthy", flush=True)
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"smoke: containers not healthy: {unhealthy}")
+        time.sleep(2)
+
+
 def main() -> int:
     port = free_port()
     env = {**os.environ, "KSCHED_NATS_PORT": str(port)}
@@ -81,6 +111,7 @@ def main() -> int:
         compose("build", env=env)
         compose("up", "-d", "--scale", "worker=2", "--scale", "binder=2", env=env)
         asyncio.run(drive(port))
+        wait_healthy()
         compose("ps", env=env)
         print("compose smoke: OK", flush=True)
         return 0
