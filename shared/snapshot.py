@@ -12,7 +12,7 @@ from importlib.resources import files
 import redis.asyncio as aioredis
 
 from shared import keys
-from shared.framework.nodeinfo import NodeInfo
+from shared.framework.types import NodeInfo
 from shared.wire import unpack
 
 _DELTA_LUA = files("shared.lua").joinpath("snapshot_delta.lua").read_text()
@@ -35,13 +35,17 @@ class Snapshot:
             generation = int(float(flat[i + 1]))
             record = flat[i + 2]
             if record:
-                self.nodes[name] = NodeInfo.from_record(unpack(record))
+                self.nodes[name] = self._decode(name, record)
             else:
                 self.nodes.pop(name, None)
             self.generation = max(self.generation, generation)
         if flat:
             self._list = None
         return len(flat) // 3
+
+    def _decode(self, name: str, record: bytes | str) -> NodeInfo:
+        old = self.nodes.get(name)
+        return NodeInfo.from_record(unpack(record), old.pods if old is not None else None)
 
     def node_list(self) -> list[NodeInfo]:
         if self._list is None:
@@ -54,7 +58,7 @@ class Snapshot:
         records = await redis.hmget(keys.CACHE_NODEINFO, ordered)
         for name, record in zip(ordered, records, strict=True):
             if record:
-                self.nodes[name] = NodeInfo.from_record(unpack(record))
+                self.nodes[name] = self._decode(name, record)
             else:
                 self.nodes.pop(name, None)
         self._list = None

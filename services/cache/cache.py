@@ -30,9 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.framework.framework import Framework
-from shared.framework.interface import PodInfo
-from shared.framework.nodeinfo import NodeInfo, PodResources
 from shared.framework.status import Code, Status
+from shared.framework.types import NodeInfo, PodInfo
 
 ASSUMED = "assumed"
 ADDED = "added"
@@ -44,7 +43,7 @@ class PodState:
     uid: str
     node: str
     state: str  # ASSUMED | ADDED
-    resources: PodResources
+    pod: PodInfo
     seq: int = 0
     binding_finished: bool = False
     deadline: float | None = None  # expiry of an assumed pod
@@ -55,7 +54,7 @@ class PodState:
             "uid": self.uid,
             "node": self.node,
             "state": self.state,
-            "res": self.resources.to_record(),
+            "pod": self.pod.slim(),
             "seq": self.seq,
             "finished": self.binding_finished,
             "deadline": self.deadline,
@@ -68,7 +67,7 @@ class PodState:
             rec["uid"],
             rec["node"],
             rec["state"],
-            PodResources.from_record(rec["res"]),
+            PodInfo.of(rec["pod"], rec["seq"]),
             rec["seq"],
             rec["finished"],
             rec["deadline"],
@@ -136,7 +135,7 @@ class Cache:
         status = framework.run_filters(pod, info)
         if not status.ok:
             return AssumeResult(False, status)
-        state = PodState(pod.key, uid, node_name, ASSUMED, pod.resources, seq)
+        state = PodState(pod.key, uid, node_name, ASSUMED, pod, seq)
         state.deadline = self.clock() + self.unbound_ttl
         self._place(state)
         return AssumeResult(True)
@@ -156,14 +155,14 @@ class Cache:
         self._remove(state)
         return True
 
-    def add_pod(self, key: str, uid: str, node: str, resources: PodResources, seq: int) -> None:
+    def add_pod(self, key: str, uid: str, node: str, pod: PodInfo, seq: int) -> None:
         """The watcher saw the pod bound to `node` (or an update of a bound pod)."""
         current = self.pods.get(key)
         if current is not None:
             if current.state == ADDED and seq <= current.seq:
                 return  # replayed or stale event
             self._remove(current)
-        self._place(PodState(key, uid, node, ADDED, resources, seq))
+        self._place(PodState(key, uid, node, ADDED, pod, seq))
 
     def remove_pod(self, key: str) -> bool:
         """Returns whether the pod held room on a node (its removal may unblock others)."""
@@ -208,7 +207,7 @@ class Cache:
         info = self.nodes.get(state.node)
         if info is None:  # a pod on a node we have not seen (yet): keep its accounting
             info = self.nodes[state.node] = NodeInfo(state.node)
-        info.add_pod(state.key, state.resources)
+        info.add_pod(state.pod)
         self.pods[state.key] = state
         self.dirty_pods.add(state.key)
         self._touch(info)

@@ -18,8 +18,7 @@ from prometheus_client import Counter, Gauge
 from services.cache.cache import ASSUMED, Cache, PodState
 from shared import keys
 from shared.framework.framework import Framework, default_framework
-from shared.framework.interface import PodInfo
-from shared.framework.nodeinfo import PodResources
+from shared.framework.types import PodInfo
 from shared.messages import AssumeReply, Assumption, CacheEvent
 from shared.runtime.flush import Flusher
 from shared.runtime.retry import retry_forever
@@ -87,8 +86,8 @@ class CacheService:
         elif op == "node_delete":
             self.cache.remove_node(ev["name"])
         elif op == "pod_upsert":
-            res = PodResources.of(ev["pod"])
-            self.cache.add_pod(ev["name"], ev.get("uid", ""), ev["node_name"], res, ev["seq"])
+            pod = PodInfo.of(ev["pod"], ev["seq"])
+            self.cache.add_pod(ev["name"], ev.get("uid", ""), ev["node_name"], pod, ev["seq"])
         elif op == "pod_delete":
             return self.cache.remove_pod(ev["name"])
         else:
@@ -105,7 +104,7 @@ class CacheService:
         framework = self.frameworks.get(a["profile"])
         if framework is None:
             return {"key": a["key"], "ok": False, "plugin": "", "reasons": ["unknown profile"]}
-        pod = PodInfo.of(a["pod"])
+        pod = PodInfo.of(a["pod"], a["seq"])
         result = self.cache.assume_pod(framework, pod, a["node"], a["uid"], a["seq"])
         if result.ok:
             self.assumed.inc()

@@ -8,8 +8,7 @@ from __future__ import annotations
 import random
 
 from shared.framework.framework import Diagnosis, FitError, Framework, select_host
-from shared.framework.interface import PodInfo
-from shared.framework.nodeinfo import NodeInfo
+from shared.framework.types import NodeInfo, PodInfo
 
 
 def schedule_pod(

@@ -25,7 +25,7 @@ from shared.api.podstatus import (
     unschedulable_pod,
 )
 from shared.framework.framework import FitError, Framework, default_framework
-from shared.framework.interface import PodInfo
+from shared.framework.types import PodInfo
 from shared.messages import Assumption, BindRequest, QueuedPod, Report
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
@@ -120,7 +120,7 @@ class Worker:
     def _attempt(self, qp: QueuedPod, reports: list[Report]) -> Attempt | None:
         framework = self.frameworks.get(scheduler_name(qp["pod"]))
         try:
-            pod = PodInfo.of(qp["pod"])
+            pod = PodInfo.of(qp["pod"], qp["seq"])
         except Exception as err:  # validated at the watcher; never expected here
             reports.append(_report(qp, "error", f"cannot read pod: {err}"))
             return None
@@ -142,7 +142,7 @@ class Worker:
                 except FitError as err:
                     failed.append((a, err))
                     continue
-                node.add_pod(a.pod.key, a.pod.resources)  # later pods in the batch see it
+                node.add_pod(a.pod)  # later pods in the batch see it
                 a.node = node.name
                 placed.append(a)
             if not placed:

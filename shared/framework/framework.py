@@ -11,9 +11,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from shared.framework.interface import FilterPlugin, PodInfo, ScorePlugin
-from shared.framework.nodeinfo import NodeInfo
+from shared.framework.interface import FilterPlugin, ScorePlugin
 from shared.framework.status import SUCCESS, Status
+from shared.framework.types import NodeInfo, PodInfo
 
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 

@@ -6,31 +6,12 @@ here (PreFilter, PostFilter, Reserve, Permit, ...).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from shared.api.models import Pod
-from shared.framework.nodeinfo import NodeInfo, PodResources
 from shared.framework.status import Status
+from shared.framework.types import NodeInfo, PodInfo
 
 MAX_NODE_SCORE = 100
-
-
-@dataclass(frozen=True)
-class PodInfo:
-    """A pending pod as the cycle sees it: model, raw object, and derived resources."""
-
-    pod: Pod
-    raw: dict[str, Any]
-    resources: PodResources
-
-    @classmethod
-    def of(cls, raw: dict[str, Any]) -> PodInfo:
-        return cls(Pod.model_validate(raw), raw, PodResources.of(raw))
-
-    @property
-    def key(self) -> str:
-        return self.pod.key
 
 
 class Plugin(Protocol):

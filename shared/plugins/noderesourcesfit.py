@@ -6,9 +6,9 @@ Implements: FilterPlugin, ScorePlugin.
 
 from __future__ import annotations
 
-from shared.framework.interface import MAX_NODE_SCORE, PodInfo
-from shared.framework.nodeinfo import NodeInfo
+from shared.framework.interface import MAX_NODE_SCORE
 from shared.framework.status import SUCCESS, Code, Status
+from shared.framework.types import NodeInfo, PodInfo
 
 NAME = "NodeResourcesFit"
 REASON_TOO_MANY_PODS = "Too many pods"

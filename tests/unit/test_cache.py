@@ -7,7 +7,7 @@ import pytest
 from services.cache.cache import ADDED, ASSUMED, Cache
 from shared.cli.workload import make_node, make_pod
 from shared.framework.framework import default_framework
-from shared.framework.interface import PodInfo
+from shared.framework.types import PodInfo
 
 
 class Clock:
@@ -82,7 +82,7 @@ def test_add_confirms_an_assumed_pod(cache: Cache) -> None:
     p = pod("a")
     cache.assume_pod(FW, p, "n1", "ua", 1)
     cache.finish_binding("default/a", "ua")
-    cache.add_pod("default/a", "ua", "n1", p.resources, 2)
+    cache.add_pod("default/a", "ua", "n1", p, 2)
     assert cache.pods["default/a"].state == ADDED
     assert cache.nodes["n1"].requested["cpu"] == 400
     assert cache.nodes["n1"].num_pods == 1
@@ -91,7 +91,7 @@ def test_add_confirms_an_assumed_pod(cache: Cache) -> None:
 def test_add_moves_a_pod_that_landed_elsewhere(cache: Cache) -> None:
     p = pod("a")
     cache.assume_pod(FW, p, "n1", "ua", 1)
-    cache.add_pod("default/a", "ua", "n2", p.resources, 2)
+    cache.add_pod("default/a", "ua", "n2", p, 2)
     assert cache.nodes["n1"].requested.get("cpu", 0) == 0
     assert cache.nodes["n2"].requested["cpu"] == 400
 
@@ -110,7 +110,7 @@ def test_confirmed_pod_never_expires(cache: Cache, clock: Clock) -> None:
     p = pod("a")
     cache.assume_pod(FW, p, "n1", "ua", 1)
     cache.finish_binding("default/a", "ua")
-    cache.add_pod("default/a", "ua", "n1", p.resources, 2)
+    cache.add_pod("default/a", "ua", "n1", p, 2)
     clock.now += 3600
     assert cache.cleanup_expired() == []
 
@@ -130,13 +130,13 @@ def test_reassume_replaces_a_stale_assumption(cache: Cache) -> None:
 
 def test_bound_pod_cannot_be_assumed_again(cache: Cache) -> None:
     p = pod("a")
-    cache.add_pod("default/a", "ua", "n1", p.resources, 2)
+    cache.add_pod("default/a", "ua", "n1", p, 2)
     assert not cache.assume_pod(FW, p, "n2", "ua", 2).ok
 
 
 def test_removed_node_keeps_its_pods_accounting(cache: Cache) -> None:
     p = pod("a")
-    cache.add_pod("default/a", "ua", "n1", p.resources, 2)
+    cache.add_pod("default/a", "ua", "n1", p, 2)
     cache.remove_node("n1")
     assert "n1" in cache.nodes and cache.nodes["n1"].raw_node is None
     assert [n.name for n in cache.schedulable_nodes()] == ["n2"]
@@ -154,8 +154,8 @@ def test_too_many_pods(cache: Cache) -> None:
 
 def test_stale_add_is_ignored(cache: Cache) -> None:
     p = pod("a")
-    cache.add_pod("default/a", "ua", "n1", p.resources, 5)
-    cache.add_pod("default/a", "ua", "n2", p.resources, 4)
+    cache.add_pod("default/a", "ua", "n1", p, 5)
+    cache.add_pod("default/a", "ua", "n2", p, 4)
     assert cache.pods["default/a"].node == "n1"
 
 

@@ -9,8 +9,7 @@ import pytest
 from services.worker.schedule_one import schedule_pod
 from shared.cli.workload import make_node, make_pod
 from shared.framework.framework import FitError, default_framework, select_host
-from shared.framework.interface import PodInfo
-from shared.framework.nodeinfo import NodeInfo
+from shared.framework.types import NodeInfo, PodInfo
 
 FW = default_framework("default-scheduler")
 
@@ -23,7 +22,7 @@ def node(name: str, cpu: str = "2", memory: str = "4Gi", pods: int = 110) -> Nod
 
 def test_least_allocated_prefers_the_emptier_node() -> None:
     busy, idle = node("busy"), node("idle")
-    busy.add_pod("x", PodInfo.of(make_pod("x", cpu="1500m", memory="1Gi")).resources)
+    busy.add_pod(PodInfo.of(make_pod("x", cpu="1500m", memory="1Gi")))
     chosen = schedule_pod(FW, PodInfo.of(make_pod("p")), [busy, idle], random.Random(1))
     assert chosen.name == "idle"
 
@@ -31,7 +30,7 @@ def test_least_allocated_prefers_the_emptier_node() -> None:
 def test_message_is_kube_schedulers_histogram_sorted_as_strings() -> None:
     small = node("small", cpu="1", memory="64Mi")
     full = node("full", pods=1)
-    full.add_pod("x", PodInfo.of(make_pod("x", cpu="10m", memory="1Mi")).resources)
+    full.add_pod(PodInfo.of(make_pod("x", cpu="10m", memory="1Mi")))
     fine_but_cpu = node("c", cpu="1")
     pod = PodInfo.of(make_pod("p", cpu="1500m", memory="128Mi"))
     with pytest.raises(FitError) as info:
