@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # docker compose v2 if present, else the v1 CLI
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-.PHONY: venv run test test-unit lint up down compose-smoke clean
+.PHONY: venv run test test-unit lint up down compose-smoke bench-cycle clean
 
 venv: $(STAMP)
 
@@ -41,6 +41,10 @@ down:
 ## Build the images, bring the stack up with 2 workers and 2 binders, schedule a workload, tear down.
 compose-smoke: venv
 	COMPOSE="$(COMPOSE)" $(BIN)/python -m tests.smoke.compose_smoke
+
+## Median and p99 of one scheduling cycle at 500 and 5000 nodes (pure framework).
+bench-cycle: venv
+	$(BIN)/ksched bench-cycle
 
 clean:
 	rm -rf $(VENV) .ksched-run .pytest_cache

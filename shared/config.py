@@ -39,7 +39,7 @@ class PluginSet(_Model):
 
 class Plugins(_Model):
     # Extension point name -> plugin set, as in the v1 API (queueSort, filter, score, ...).
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(alias_generator=to_camel, extra="allow", populate_by_name=True)
     multi_point: PluginSet = Field(default_factory=PluginSet)
 
 

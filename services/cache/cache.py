@@ -29,7 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.framework.framework import Framework
+from shared.framework.cycle_state import CycleState
+from shared.framework.runtime import Framework
+from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 
@@ -92,6 +94,7 @@ class Cache:
         self.generation = 0
         self.dirty_nodes: set[str] = set()
         self.dirty_pods: set[str] = set()
+        self._cluster: ClusterSnapshot | None = None
 
     # --- nodes ------------------------------------------------------------------
 
@@ -100,6 +103,7 @@ class Cache:
         info = self.nodes.get(name) or NodeInfo(name)
         self.nodes[name] = info
         info.set_node(raw_node)
+        self._cluster = None
         self._touch(info)
 
     def remove_node(self, name: str) -> None:
@@ -108,6 +112,7 @@ class Cache:
         if info is None:
             return
         info.set_node(None)
+        self._cluster = None
         if not info.pods:
             del self.nodes[name]
             self.generation += 1
@@ -132,13 +137,37 @@ class Cache:
         info = self.nodes.get(node_name)
         if info is None or info.raw_node is None:
             return AssumeResult(False, _conflict(f"node {node_name!r} not found"))
-        status = framework.run_filters(pod, info)
+        status = self.validate(framework, pod, info)
         if not status.ok:
             return AssumeResult(False, status)
         state = PodState(pod.key, uid, node_name, ASSUMED, pod, seq)
         state.deadline = self.clock() + self.unbound_ttl
         self._place(state)
         return AssumeResult(True)
+
+    def validate(self, framework: Framework, pod: PodInfo, info: NodeInfo) -> Status:
+        """Run the profile's PreFilter and Filter plugins for `info` against committed
+        state: plugins such as InterPodAffinity and PodTopologySpread look at every node."""
+        cluster = self.cluster()
+        framework.set_snapshot(cluster)
+        state = CycleState()
+        result, status = framework.run_pre_filter_plugins(state, pod, cluster.nodes)
+        if not status.ok:
+            return status
+        if (
+            result is not None
+            and result.node_names is not None
+            and info.name not in result.node_names
+        ):
+            return Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["node not among the PreFilter result"]
+            )
+        return framework.run_filter_plugins(state, pod, info)
+
+    def cluster(self) -> ClusterSnapshot:
+        if self._cluster is None:
+            self._cluster = ClusterSnapshot(self.nodes.values())
+        return self._cluster
 
     def finish_binding(self, key: str, uid: str) -> None:
         state = self.pods.get(key)
@@ -207,7 +236,10 @@ class Cache:
         info = self.nodes.get(state.node)
         if info is None:  # a pod on a node we have not seen (yet): keep its accounting
             info = self.nodes[state.node] = NodeInfo(state.node)
+            self._cluster = None
         info.add_pod(state.pod)
+        if state.pod.has_affinity:
+            self._cluster = None
         self.pods[state.key] = state
         self.dirty_pods.add(state.key)
         self._touch(info)
@@ -219,8 +251,11 @@ class Cache:
         if info is None:
             return
         info.remove_pod(state.key)
+        if state.pod.has_affinity:
+            self._cluster = None
         if info.raw_node is None and not info.pods:
             del self.nodes[state.node]
+            self._cluster = None
             self.generation += 1
             self.dirty_nodes.add(state.node)
         else:

@@ -17,7 +17,7 @@ from prometheus_client import Counter, Gauge
 
 from services.cache.cache import ASSUMED, Cache, PodState
 from shared import keys
-from shared.framework.framework import Framework, default_framework
+from shared.framework.runtime import Framework
 from shared.framework.types import PodInfo
 from shared.messages import AssumeReply, Assumption, CacheEvent
 from shared.runtime.flush import Flusher
@@ -35,7 +35,7 @@ class CacheService:
         self.rt = rt
         self.cache = Cache(time.time)
         self.frameworks: dict[str, Framework] = {
-            name: default_framework(name) for name in rt.config.scheduler_names
+            p.scheduler_name: Framework.from_profile(p) for p in rt.config.profiles
         }
         self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()

@@ -12,11 +12,10 @@ import asyncio
 import logging
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import Counter, Histogram
 
-from services.worker.schedule_one import schedule_pod
 from shared.api.podstatus import (
     EVENT_FAILED_SCHEDULING,
     REASON_SCHEDULER_ERROR,
@@ -24,7 +23,10 @@ from shared.api.podstatus import (
     scheduler_name,
     unschedulable_pod,
 )
-from shared.framework.framework import FitError, Framework, default_framework
+from shared.framework.cycle_state import CycleState
+from shared.framework.diagnosis import FitError
+from shared.framework.runtime import Framework
+from shared.framework.schedule_one import Scheduler, SchedulingError
 from shared.framework.types import PodInfo
 from shared.messages import Assumption, BindRequest, QueuedPod, Report
 from shared.runtime.publish import Conflict, publish_event, write_pod
@@ -32,7 +34,7 @@ from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request
 from shared.runtime.service import Runtime
 from shared.snapshot import Snapshot
-from shared.subjects import BIND_SUBJECT, CACHE_ASSUME, QUEUE_POP, QUEUE_REPORT
+from shared.subjects import BIND_SUBJECT, CACHE_ASSUME, CACHE_BINDING, QUEUE_POP, QUEUE_REPORT
 from shared.wire import pack
 
 log = logging.getLogger("ksched.worker")
@@ -47,16 +49,28 @@ MAX_CONFLICT_RETRIES = 3
 class Attempt:
     qp: QueuedPod
     pod: PodInfo
-    framework: Framework
+    scheduler: Scheduler
     node: str = ""
+    state: CycleState = field(default_factory=CycleState)
+
+    @property
+    def framework(self) -> Framework:
+        return self.scheduler.fw
 
 
 class Worker:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.snapshot = Snapshot(rt.redis)
-        self.frameworks = {name: default_framework(name) for name in rt.config.scheduler_names}
-        self.rng = random.Random()
+        percentage = rt.config.percentage_of_nodes_to_score
+        self.schedulers = {
+            p.scheduler_name: Scheduler(
+                Framework.from_profile(p),
+                percentage_of_nodes_to_score=percentage,
+                rng=random.Random(),
+            )
+            for p in rt.config.profiles
+        }
         self.stopping = asyncio.Event()
         reg = rt.registry
         self.attempts = Counter(
@@ -118,16 +132,16 @@ class Worker:
             self.duration.labels(rep["outcome"], "").observe(per_pod)
 
     def _attempt(self, qp: QueuedPod, reports: list[Report]) -> Attempt | None:
-        framework = self.frameworks.get(scheduler_name(qp["pod"]))
+        scheduler = self.schedulers.get(scheduler_name(qp["pod"]))
         try:
             pod = PodInfo.of(qp["pod"], qp["seq"])
         except Exception as err:  # validated at the watcher; never expected here
             reports.append(_report(qp, "error", f"cannot read pod: {err}"))
             return None
-        if framework is None:
+        if scheduler is None:
             reports.append(_report(qp, "error", "no profile for schedulerName"))
             return None
-        return Attempt(qp, pod, framework)
+        return Attempt(qp, pod, scheduler)
 
     async def _schedule_and_commit(
         self, attempts: list[Attempt]
@@ -137,14 +151,11 @@ class Worker:
         for round_ in range(MAX_CONFLICT_RETRIES + 1):
             placed = []
             for a in attempts:
-                try:
-                    node = schedule_pod(a.framework, a.pod, self.snapshot.node_list(), self.rng)
-                except FitError as err:
-                    failed.append((a, err))
-                    continue
-                node.add_pod(a.pod)  # later pods in the batch see it
-                a.node = node.name
-                placed.append(a)
+                error = self._place(a)
+                if error is None:
+                    placed.append(a)
+                else:
+                    failed.append((a, error))
             if not placed:
                 break
             refused = await self._assume(placed, committed)
@@ -158,7 +169,42 @@ class Worker:
                 failed.extend(
                     (a, RuntimeError("assume conflict, retries exhausted")) for a in refused
                 )
+        committed, rejected = self._permit(committed)
+        if rejected:  # they were committed: give their room back
+            body = {"forget": [[a.pod.key, a.qp["uid"]] for a, _ in rejected]}
+            await retry_forever("forget at cache", lambda: request(self.rt.nc, CACHE_BINDING, body))
+        failed.extend(rejected)
         return committed, failed
+
+    def _place(self, a: Attempt) -> Exception | None:
+        """The scheduling cycle up to Reserve, against the local snapshot."""
+        a.state = CycleState()
+        try:
+            result = a.scheduler.schedule_pod(a.state, a.pod, self.snapshot.cluster())
+        except (FitError, SchedulingError) as err:
+            return err
+        a.node = result.suggested_host
+        status = a.framework.run_reserve_plugins_reserve(a.state, a.pod, a.node)
+        if not status.ok:
+            a.framework.run_reserve_plugins_unreserve(a.state, a.pod, a.node)
+            return SchedulingError(status)
+        self.snapshot.assume(a.pod, a.node)  # later pods in the batch see it
+        return None
+
+    def _permit(
+        self, committed: list[Attempt]
+    ) -> tuple[list[Attempt], list[tuple[Attempt, Exception]]]:
+        """Permit after assume; waiting (gangs) needs the binder side and is refused for now."""
+        allowed: list[Attempt] = []
+        rejected: list[tuple[Attempt, Exception]] = []
+        for a in committed:
+            status, _ = a.framework.run_permit_plugins(a.state, a.pod, a.node)
+            if status.ok:
+                allowed.append(a)
+                continue
+            a.framework.run_reserve_plugins_unreserve(a.state, a.pod, a.node)
+            rejected.append((a, SchedulingError(status)))
+        return allowed, rejected
 
     async def _assume(self, placed: list[Attempt], committed: list[Attempt]) -> list[Attempt]:
         batch: list[Assumption] = [
@@ -183,9 +229,8 @@ class Worker:
             if result["ok"]:
                 committed.append(a)
             else:
-                node = self.snapshot.nodes.get(a.node)
-                if node is not None:
-                    node.remove_pod(a.pod.key)
+                self.snapshot.forget(a.pod, a.node)
+                a.framework.run_reserve_plugins_unreserve(a.state, a.pod, a.node)
                 refused.append(a)
         return refused
 

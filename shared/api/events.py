@@ -19,6 +19,8 @@ from shared.api.models import (
     Node,
     Pod,
     describe_validation_error,
+    validate_label,
+    validate_subdomain,
 )
 from shared.subjects import NODES_PREFIX, PODS_PREFIX
 from shared.wire import DecodeError, decode_user_payload
@@ -82,9 +84,20 @@ def decode_cluster_event(
     model = Node if ref.kind == "node" else Pod
     try:
         obj = model.model_validate(raw)
+        _validate_names(obj)
     except ValidationError as err:
         raise BadEvent(describe_validation_error(err)) from None
+    except ValueError as err:
+        raise BadEvent(str(err)) from None
     return ClusterEvent(ref.kind, etype, obj, raw, subject, seq)
+
+
+def _validate_names(obj: Pod | Node) -> None:
+    if isinstance(obj, Node):
+        validate_subdomain(obj.metadata.name, "node name")
+    else:
+        validate_subdomain(obj.metadata.name, "pod name")
+        validate_label(obj.metadata.namespace, "namespace")
 
 
 def _fill_names(raw: dict[str, Any], ref: SubjectRef) -> dict[str, Any]:

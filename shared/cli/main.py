@@ -18,11 +18,44 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--workdir", default=".ksched-run")
     demo.add_argument("--exit", action="store_true", help="stop after the summary")
 
+    conf = sub.add_parser("conformance", help="replay kube-scheduler plugin test vectors")
+    conf.add_argument("dir", help="a directory laid out like ../shared/conformance")
+    conf.add_argument("-v", "--verbose", action="store_true", help="also list skipped cases")
+
+    sim = sub.add_parser("simulate", help="explain the scheduling decision for one pod")
+    sim.add_argument("--cluster", required=True, help="nodes and existing pods (YAML/JSON)")
+    sim.add_argument("--pod", required=True, help="the pod to schedule (YAML/JSON)")
+    sim.add_argument("--config", help="a KubeSchedulerConfiguration file")
+    sim.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    sim.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
+
+    bench = sub.add_parser("bench-cycle", help="time one scheduling cycle (pure framework)")
+    bench.add_argument("--nodes", type=int, nargs="+", default=[500, 5000])
+    bench.add_argument(
+        "--kinds",
+        nargs="+",
+        default=["default", "anti-affinity", "topology-spread", "node-affinity"],
+    )
+    bench.add_argument("--pods", type=int, default=50, help="measured cycles per case")
+    bench.add_argument("--json", action="store_true")
+
     args = parser.parse_args(argv)
     if args.command == "demo":
         from shared.cli.demo import run_demo
 
         return run_demo(args)
+    if args.command == "bench-cycle":
+        from shared.cli.bench_cycle import run_bench_cycle
+
+        return run_bench_cycle(args)
+    if args.command == "simulate":
+        from shared.cli.simulate import run_simulate
+
+        return run_simulate(args)
+    if args.command == "conformance":
+        from shared.cli.conformance import run_conformance
+
+        return run_conformance(args)
     return 2
 
 

@@ -1,26 +1,186 @@
-"""Plugin interfaces and the per-pod view plugins read.
+"""Plugin interfaces, one Protocol per extension point (kube-scheduler's framework/interface.go).
 
-Only Filter and Score exist yet; the full set of extension points plugs in
-here (PreFilter, PostFilter, Reserve, Permit, ...).
+A plugin subclasses the Protocols of the extension points it implements, so
+its class line states its phases, and the framework finds them with isinstance.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from shared.framework.status import Status
 from shared.framework.types import NodeInfo, PodInfo
 
+if TYPE_CHECKING:
+    from shared.framework.cycle_state import CycleState
+
 MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+MAX_TOTAL_SCORE = 2**63 - 1
 
 
+@dataclass
+class NodeScore:
+    name: str
+    score: int
+
+
+@dataclass
+class PreFilterResult:
+    """Nodes a PreFilter already knows to be the only candidates (None: all nodes)."""
+
+    node_names: set[str] | None = None
+
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
+        if other is None or other.node_names is None:
+            return self
+        if self.node_names is None:
+            return PreFilterResult(set(other.node_names))
+        return PreFilterResult(self.node_names & other.node_names)
+
+
+@dataclass
+class PostFilterResult:
+    nominated_node_name: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    """A change that may make a rejected pod schedulable (resource, action)."""
+
+    resource: str  # Node, Pod, AssignedPod, ...
+    action: str  # Add, Update, Delete, UpdateNodeLabel, UpdateNodeTaint, ...
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterEventWithHint:
+    event: ClusterEvent
+    hint: object = None  # a QueueingHintFn, or None: always requeue
+
+
+class SortablePod(Protocol):
+    priority: int
+    timestamp: float
+
+
+@runtime_checkable
 class Plugin(Protocol):
     name: str
 
 
+@runtime_checkable
+class QueueSortPlugin(Plugin, Protocol):
+    def less(self, a: SortablePod, b: SortablePod) -> bool: ...
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Plugin, Protocol):
+    def pre_enqueue(self, pod: PodInfo) -> Status: ...
+
+
+@runtime_checkable
+class EnqueueExtensions(Plugin, Protocol):
+    def events_to_register(self) -> list[ClusterEventWithHint]: ...
+
+
+class PreFilterExtensions(Protocol):
+    def add_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo
+    ) -> Status: ...
+
+    def remove_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo
+    ) -> Status: ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Plugin, Protocol):
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status]: ...
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None: ...
+
+
+@runtime_checkable
 class FilterPlugin(Plugin, Protocol):
-    def filter(self, pod: PodInfo, node: NodeInfo) -> Status: ...
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status: ...
 
 
+@runtime_checkable
+class PostFilterPlugin(Plugin, Protocol):
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, node_to_status: dict[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]: ...
+
+
+@runtime_checkable
+class PreScorePlugin(Plugin, Protocol):
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status: ...
+
+
+class ScoreExtensions(Protocol):
+    def normalize_score(
+        self, state: CycleState, pod: PodInfo, scores: list[NodeScore]
+    ) -> Status: ...
+
+
+@runtime_checkable
 class ScorePlugin(Plugin, Protocol):
-    def score(self, pod: PodInfo, node: NodeInfo) -> int: ...
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]: ...
+
+    def score_extensions(self) -> ScoreExtensions | None: ...
+
+
+@runtime_checkable
+class ReservePlugin(Plugin, Protocol):
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]: ...
+
+
+@runtime_checkable
+class PreBindPlugin(Plugin, Protocol):
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
+
+
+@runtime_checkable
+class BindPlugin(Plugin, Protocol):
+    async def bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
+
+
+@runtime_checkable
+class PostBindPlugin(Plugin, Protocol):
+    async def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
+
+
+EXTENSION_POINTS: dict[str, type] = {
+    "queueSort": QueueSortPlugin,
+    "preEnqueue": PreEnqueuePlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}
+
+
+@dataclass
+class ClusterObjects:
+    """Objects besides nodes and pods that plugins read (namespaces for
+    namespaceSelector, services for PodTopologySpread's system defaults)."""
+
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    services: list[dict] = field(default_factory=list)  # raw core/v1 Services

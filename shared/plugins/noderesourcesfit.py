@@ -1,74 +1,607 @@
-"""NodeResourcesFit: does the node have room for the pod's requests (Filter), and how
-much room is left (Score, LeastAllocated strategy).
+"""NodeResourcesFit: does the node have room for the pod's requests (PreFilter/Filter), and
+how much room is left (PreScore/Score, by the configured scoring strategy).
+kube-scheduler's pkg/scheduler/framework/plugins/noderesources (fit.go,
+resource_allocation.go, least_allocated.go, most_allocated.go,
+requested_to_capacity_ratio.go) and helper/shape_score.go.
 
-Implements: FilterPlugin, ScorePlugin.
+Implements: PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions.
+The resource-allocation scorer here is shared with NodeResourcesBalancedAllocation.
 """
 
 from __future__ import annotations
 
-from shared.framework.interface import MAX_NODE_SCORE
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shared.config import ConfigError
+from shared.framework.cycle_state import CycleState, StateKey
+from shared.framework.interface import (
+    MAX_NODE_SCORE,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    FilterPlugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+)
+from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 
 NAME = "NodeResourcesFit"
+
 REASON_TOO_MANY_PODS = "Too many pods"
-CORE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+
+CPU = "cpu"
+MEMORY = "memory"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+PODS = "pods"
+
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+SCORING_STRATEGY_TYPES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
+
+MAX_RESOURCE_WEIGHT = 100
+MAX_UTILIZATION = 100
+MAX_CUSTOM_PRIORITY_SCORE = 10  # the shape's score scale in the config
+
+PRE_FILTER_STATE_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + NAME)
+PRE_SCORE_STATE_KEY: StateKey[list[int]] = StateKey("PreScore" + NAME)
 
 
-def insufficient(resource: str) -> str:
+def insufficient_reason(resource: str) -> str:
     return f"Insufficient {resource}"
 
 
-def fit_reasons(pod: PodInfo, node: NodeInfo) -> tuple[list[str], bool]:
-    """The reasons the pod does not fit, and whether any is unresolvable.
+# --- resource names (k8s.io/kubernetes/pkg/apis/core/v1/helper) ---------------
 
-    A request larger than the node's whole allocatable can never fit there, so
-    (as in current kube-scheduler) that case is UnschedulableAndUnresolvable.
-    """
-    reasons: list[str] = []
-    unresolvable = False
-    if node.num_pods + 1 > node.allowed_pod_number:
-        reasons.append(REASON_TOO_MANY_PODS)
-    requests = pod.resources.requests
-    if not any(v > 0 for k, v in requests.items() if k != "pods"):
-        return reasons, unresolvable
-    ordered = [r for r in CORE_RESOURCES if r in requests]
-    ordered += sorted(r for r in requests if r not in CORE_RESOURCES and r != "pods")
-    for resource in ordered:
-        want = requests[resource]
-        if want <= 0:
-            continue
-        free = node.allocatable.get(resource, 0) - node.requested.get(resource, 0)
-        if want > free:
-            reasons.append(insufficient(resource))
-            unresolvable = unresolvable or want > node.allocatable.get(resource, 0)
-    return reasons, unresolvable
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_RESOURCE_DEFAULT_NAMESPACE_PREFIX = "kubernetes.io/"
+_DEFAULT_RESOURCE_REQUESTS_PREFIX = "requests."
+_HUGEPAGES_PREFIX = "hugepages-"
+_ATTACHABLE_VOLUMES_PREFIX = "attachable-volumes-"
 
 
-class NodeResourcesFit:
-    name = NAME
+def is_qualified_name(value: str) -> bool:
+    """validation.IsQualifiedName: [DNS-subdomain prefix '/'] name of at most 63 characters."""
+    parts = value.split("/")
+    if len(parts) == 2:
+        prefix, name = parts
+        if not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
+            return False
+    elif len(parts) == 1:
+        name = parts[0]
+    else:
+        return False
+    return 0 < len(name) <= 63 and _QUALIFIED_NAME.match(name) is not None
 
-    def filter(self, pod: PodInfo, node: NodeInfo) -> Status:
-        reasons, unresolvable = fit_reasons(pod, node)
-        if not reasons:
-            return SUCCESS
-        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
-        return Status(code, reasons)
 
-    def score(self, pod: PodInfo, node: NodeInfo) -> int:
-        """LeastAllocated over cpu and memory, weight 1 each, on non-zero requests."""
-        total = 0
-        weights = 0
-        for resource, requested in (
-            ("cpu", node.nonzero_cpu + pod.resources.nonzero_cpu),
-            ("memory", node.nonzero_memory + pod.resources.nonzero_memory),
+def is_prefixed_native_resource(name: str) -> bool:
+    return _RESOURCE_DEFAULT_NAMESPACE_PREFIX in name
+
+
+def is_extended_resource_name(name: str) -> bool:
+    """Not native (has a '/' outside kubernetes.io), and valid as a quota name."""
+    if "/" not in name or is_prefixed_native_resource(name):
+        return False
+    if name.startswith(_DEFAULT_RESOURCE_REQUESTS_PREFIX):
+        return False
+    return is_qualified_name(_DEFAULT_RESOURCE_REQUESTS_PREFIX + name)
+
+
+def is_scalar_resource_name(name: str) -> bool:
+    """The names framework.Resource keeps in ScalarResources; others are not accounted."""
+    return (
+        is_extended_resource_name(name)
+        or name.startswith(_HUGEPAGES_PREFIX)
+        or is_prefixed_native_resource(name)
+        or name.startswith(_ATTACHABLE_VOLUMES_PREFIX)
+    )
+
+
+# --- args ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResourceSpec:
+    name: str
+    weight: int
+
+
+@dataclass(frozen=True)
+class UtilizationShapePoint:
+    utilization: int
+    score: int
+
+
+@dataclass(frozen=True)
+class ScoringStrategy:
+    type: str
+    resources: tuple[ResourceSpec, ...]
+    shape: tuple[UtilizationShapePoint, ...] | None = None  # RequestedToCapacityRatio only
+
+
+@dataclass(frozen=True)
+class NodeResourcesFitArgs:
+    ignored_resources: frozenset[str]
+    ignored_resource_groups: frozenset[str]
+    scoring_strategy: ScoringStrategy
+
+
+DEFAULT_RESOURCES = (ResourceSpec(CPU, 1), ResourceSpec(MEMORY, 1))
+
+
+class ArgsParser:
+    """Reads one plugin's v1 args, raising ConfigError that names the field."""
+
+    def __init__(self, plugin: str) -> None:
+        self.plugin = plugin
+
+    def error(self, path: str, message: str) -> ConfigError:
+        where = f"pluginConfig[{self.plugin}].args" + (f".{path}" if path else "")
+        return ConfigError(f"{where}: {message}")
+
+    def mapping(self, value: Any, path: str, known: Sequence[str]) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.error(path, "must be an object")
+        for key in value:
+            if key not in known:
+                raise self.error(f"{path}.{key}" if path else str(key), "unknown field")
+        return value
+
+    def items(self, value: Any, path: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.error(path, "must be a list")
+        return value
+
+    def integer(self, value: Any, path: str, default: int = 0) -> int:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(path, f"must be an integer, got {value!r}")
+        return value
+
+    def string(self, value: Any, path: str) -> str:
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise self.error(path, f"must be a string, got {value!r}")
+        return value
+
+    def resource_specs(self, value: Any, path: str) -> tuple[ResourceSpec, ...]:
+        """[]ResourceSpec with SetDefaults: none means cpu and memory, weight 0 means 1."""
+        specs = []
+        for i, raw in enumerate(self.items(value, path)):
+            item = self.mapping(raw, f"{path}[{i}]", ("name", "weight"))
+            name = self.string(item.get("name"), f"{path}[{i}].name")
+            weight = self.integer(item.get("weight"), f"{path}[{i}].weight") or 1
+            specs.append(ResourceSpec(name, weight))
+        return tuple(specs) or DEFAULT_RESOURCES
+
+
+def _validate_label_name(parser: ArgsParser, value: str, path: str) -> None:
+    if not is_qualified_name(value):
+        raise parser.error(
+            path,
+            f"Invalid value: {value!r}: name part must consist of alphanumeric characters, "
+            "'-', '_' or '.', and must start and end with an alphanumeric character, "
+            "with an optional DNS subdomain prefix and '/'",
+        )
+
+
+def _parse_ignored(parser: ArgsParser, args: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    resources = [
+        parser.string(v, f"ignoredResources[{i}]")
+        for i, v in enumerate(parser.items(args.get("ignoredResources"), "ignoredResources"))
+    ]
+    for i, name in enumerate(resources):
+        _validate_label_name(parser, name, f"ignoredResources[{i}]")
+    groups_raw = parser.items(args.get("ignoredResourceGroups"), "ignoredResourceGroups")
+    groups = [parser.string(v, f"ignoredResourceGroups[{i}]") for i, v in enumerate(groups_raw)]
+    for i, group in enumerate(groups):
+        if "/" in group:
+            raise parser.error(
+                f"ignoredResourceGroups[{i}]",
+                f"Invalid value: {group!r}: resource group name can't contain '/'",
+            )
+        _validate_label_name(parser, group, f"ignoredResourceGroups[{i}]")
+    return resources, groups
+
+
+def _validate_weights(parser: ArgsParser, resources: Sequence[ResourceSpec], path: str) -> None:
+    for i, spec in enumerate(resources):
+        if not 0 < spec.weight <= MAX_RESOURCE_WEIGHT:
+            raise parser.error(
+                f"{path}[{i}].weight",
+                f"Invalid value: {spec.weight}: resource weight of {spec.name} "
+                f"not in valid range (0, {MAX_RESOURCE_WEIGHT}]",
+            )
+
+
+def _parse_shape(
+    parser: ArgsParser, value: Any, path: str
+) -> tuple[UtilizationShapePoint, ...] | None:
+    """RequestedToCapacityRatioParam.shape, validated as validateFunctionShape."""
+    if value is None:
+        return None
+    param = parser.mapping(value, path, ("shape",))
+    shape_path = f"{path}.shape"
+    points = []
+    for i, raw in enumerate(parser.items(param.get("shape"), shape_path)):
+        item = parser.mapping(raw, f"{shape_path}[{i}]", ("utilization", "score"))
+        utilization = parser.integer(item.get("utilization"), f"{shape_path}[{i}].utilization")
+        score = parser.integer(item.get("score"), f"{shape_path}[{i}].score")
+        points.append(UtilizationShapePoint(utilization, score))
+    _validate_function_shape(parser, points, shape_path)
+    return tuple(points)
+
+
+def _validate_function_shape(
+    parser: ArgsParser, points: Sequence[UtilizationShapePoint], path: str
+) -> None:
+    if not points:
+        raise parser.error(path, "Required value: at least one point must be specified")
+    for i in range(1, len(points)):
+        if points[i - 1].utilization >= points[i].utilization:
+            value = points[i].utilization
+            raise parser.error(
+                f"{path}[{i}].utilization",
+                f"Invalid value: {value}: values must be sorted in increasing order",
+            )
+    for i, point in enumerate(points):
+        for name, value, top in (
+            ("utilization", point.utilization, MAX_UTILIZATION),
+            ("score", point.score, MAX_CUSTOM_PRIORITY_SCORE),
         ):
-            total += least_requested_score(requested, node.allocatable.get(resource, 0))
-            weights += 1
-        return total // weights
+            if not 0 <= value <= top:
+                raise parser.error(
+                    f"{path}[{i}].{name}", f"Invalid value: {value}: not in valid range [0, {top}]"
+                )
+
+
+def _parse_strategy(parser: ArgsParser, value: Any) -> ScoringStrategy:
+    if value is None:  # SetDefaults_NodeResourcesFitArgs
+        return ScoringStrategy(LEAST_ALLOCATED, DEFAULT_RESOURCES)
+    path = "scoringStrategy"
+    raw = parser.mapping(value, path, ("type", "resources", "requestedToCapacityRatio"))
+    strategy_type = parser.string(raw.get("type"), f"{path}.type")
+    if strategy_type not in SCORING_STRATEGY_TYPES:
+        raise parser.error(f"{path}.type", "must be one of " + ", ".join(SCORING_STRATEGY_TYPES))
+    resources = parser.resource_specs(raw.get("resources"), f"{path}.resources")
+    _validate_weights(parser, resources, f"{path}.resources")
+    ratio_path = f"{path}.requestedToCapacityRatio"
+    shape = _parse_shape(parser, raw.get("requestedToCapacityRatio"), ratio_path)
+    if strategy_type == REQUESTED_TO_CAPACITY_RATIO and shape is None:
+        # kube-scheduler would dereference a nil pointer here; refuse the config instead.
+        raise parser.error(ratio_path, f"Required value: for type {REQUESTED_TO_CAPACITY_RATIO}")
+    return ScoringStrategy(strategy_type, resources, shape)
+
+
+def parse_args(args: Mapping[str, Any]) -> NodeResourcesFitArgs:
+    """v1 NodeResourcesFitArgs with kube-scheduler's defaults and validation."""
+    parser = ArgsParser(NAME)
+    known = ("ignoredResources", "ignoredResourceGroups", "scoringStrategy")
+    args = parser.mapping(args, "", known)
+    resources, groups = _parse_ignored(parser, args)
+    strategy = _parse_strategy(parser, args.get("scoringStrategy"))
+    return NodeResourcesFitArgs(frozenset(resources), frozenset(groups), strategy)
+
+
+# --- scoring (resource_allocation.go and the strategies) -----------------------
+
+ResourceScorer = Callable[[list[int], list[int]], int]
+
+
+def go_div(a: int, b: int) -> int:
+    """Go's integer division, which truncates toward zero."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def go_round(x: float) -> int:
+    """Go's math.Round: half away from zero (Python's round() is half to even)."""
+    return int(x + 0.5) if x >= 0 else -int(-x + 0.5)
 
 
 def least_requested_score(requested: int, capacity: int) -> int:
+    """(capacity - requested) * MaxNodeScore / capacity; an over-committed node gets 0."""
     if capacity == 0 or requested > capacity:
         return 0
     return (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def most_requested_score(requested: int, capacity: int) -> int:
+    if capacity == 0:
+        return 0
+    # Pods without requests count non-zero defaults, so requested may exceed capacity.
+    requested = min(requested, capacity)
+    return requested * MAX_NODE_SCORE // capacity
+
+
+def _weighted_mean_scorer(
+    resources: Sequence[ResourceSpec], per_resource: Callable[[int, int], int]
+) -> ResourceScorer:
+    def score(requested: list[int], allocatable: list[int]) -> int:
+        node_score = weight_sum = 0
+        for i, spec in enumerate(resources):
+            if allocatable[i] == 0:
+                continue
+            node_score += per_resource(requested[i], allocatable[i]) * spec.weight
+            weight_sum += spec.weight
+        return node_score // weight_sum if weight_sum else 0
+
+    return score
+
+
+def broken_linear_function(shape: Sequence[UtilizationShapePoint]) -> Callable[[int], int]:
+    """helper.BuildBrokenLinearFunction: linear between points, flat outside them."""
+
+    def f(p: int) -> int:
+        for i, point in enumerate(shape):
+            if p <= point.utilization:
+                if i == 0:
+                    return shape[0].score
+                prev = shape[i - 1]
+                rise = (point.score - prev.score) * (p - prev.utilization)
+                return prev.score + go_div(rise, point.utilization - prev.utilization)
+        return shape[-1].score
+
+    return f
+
+
+def requested_to_capacity_ratio_scorer(
+    resources: Sequence[ResourceSpec], shape: Sequence[UtilizationShapePoint]
+) -> ResourceScorer:
+    # Shape scores are on the config's 0-10 scale; scale them to the node score's 0-100.
+    scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+    raw = broken_linear_function(
+        [UtilizationShapePoint(p.utilization, p.score * scale) for p in shape]
+    )
+
+    def resource_score(requested: int, capacity: int) -> int:
+        if capacity == 0 or requested > capacity:
+            return raw(MAX_UTILIZATION)
+        return raw(requested * MAX_UTILIZATION // capacity)
+
+    def score(requested: list[int], allocatable: list[int]) -> int:
+        node_score = weight_sum = 0
+        for i, spec in enumerate(resources):
+            if allocatable[i] == 0:
+                continue
+            value = resource_score(requested[i], allocatable[i])
+            if value > 0:  # resources scoring 0 do not count toward the mean
+                node_score += value * spec.weight
+                weight_sum += spec.weight
+        return go_round(node_score / weight_sum) if weight_sum else 0
+
+    return score
+
+
+def strategy_scorer(strategy: ScoringStrategy) -> ResourceScorer:
+    if strategy.type == MOST_ALLOCATED:
+        return _weighted_mean_scorer(strategy.resources, most_requested_score)
+    if strategy.type == REQUESTED_TO_CAPACITY_RATIO:
+        assert strategy.shape is not None  # parse_args requires it
+        return requested_to_capacity_ratio_scorer(strategy.resources, strategy.shape)
+    return _weighted_mean_scorer(strategy.resources, least_requested_score)
+
+
+@dataclass(frozen=True)
+class ResourceAllocationScorer:
+    """resourceAllocationScorer: per configured resource, the node's allocatable and what
+    would be requested with the pod there, fed to a strategy's scorer."""
+
+    resources: tuple[ResourceSpec, ...]
+    scorer: ResourceScorer
+    # False: cpu and memory count non-zero requests (defaults for pods requesting none).
+    use_requested: bool = False
+
+    def pod_requests(self, pod: PodInfo) -> list[int]:
+        """calculatePodResourceRequestList, in the order of `resources`."""
+        return [self._pod_request(pod, spec.name) for spec in self.resources]
+
+    def _pod_request(self, pod: PodInfo, name: str) -> int:
+        if not self.use_requested and name == CPU:
+            return pod.resources.nonzero_cpu
+        if not self.use_requested and name == MEMORY:
+            return pod.resources.nonzero_memory
+        return pod.resources.requests.get(name, 0)
+
+    def allocatable_and_requested(
+        self, node: NodeInfo, name: str, pod_request: int
+    ) -> tuple[int, int]:
+        """calculateResourceAllocatableRequest; (0, 0) leaves the resource out of scoring."""
+        if pod_request == 0 and is_scalar_resource_name(name):
+            return 0, 0  # an extended resource the pod does not request
+        if name == CPU:
+            used = node.requested.get(CPU, 0) if self.use_requested else node.nonzero_cpu
+            return node.allocatable.get(CPU, 0), used + pod_request
+        if name == MEMORY:
+            used = node.requested.get(MEMORY, 0) if self.use_requested else node.nonzero_memory
+            return node.allocatable.get(MEMORY, 0), used + pod_request
+        if name == EPHEMERAL_STORAGE or (
+            is_scalar_resource_name(name) and name in node.allocatable
+        ):
+            return node.allocatable.get(name, 0), node.requested.get(name, 0) + pod_request
+        return 0, 0
+
+    def score(self, node: NodeInfo, pod_requests: Sequence[int]) -> tuple[int, Status]:
+        if not self.resources:
+            return 0, Status(Code.ERROR, ["resources not found"])
+        requested = [0] * len(self.resources)
+        allocatable = [0] * len(self.resources)
+        for i, spec in enumerate(self.resources):
+            alloc, req = self.allocatable_and_requested(node, spec.name, pod_requests[i])
+            if alloc == 0:
+                continue
+            allocatable[i], requested[i] = alloc, req
+        return self.scorer(requested, allocatable), SUCCESS
+
+
+# --- filter (fitsRequest) --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreFilterState:
+    """framework.Resource of the pod's requests: cpu, memory, ephemeral-storage and the
+    scalar resources (extended, hugepages-*, ...); other names are not accounted."""
+
+    milli_cpu: int
+    memory: int
+    ephemeral_storage: int
+    scalar_resources: dict[str, int]
+
+    @classmethod
+    def of(cls, pod: PodInfo) -> PreFilterState:
+        requests = pod.resources.requests
+        scalar = {n: v for n, v in requests.items() if is_scalar_resource_name(n)}
+        return cls(
+            requests.get(CPU, 0),
+            requests.get(MEMORY, 0),
+            requests.get(EPHEMERAL_STORAGE, 0),
+            dict(sorted(scalar.items())),
+        )
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.milli_cpu or self.memory or self.ephemeral_storage) and not (
+            self.scalar_resources
+        )
+
+
+@dataclass(frozen=True)
+class InsufficientResource:
+    resource_name: str
+    reason: str
+    requested: int
+    used: int
+    capacity: int
+    # The request alone exceeds the node's allocatable: preemption cannot help there.
+    unresolvable: bool = False
+
+
+def _is_ignored(name: str, ignored: frozenset[str], ignored_groups: frozenset[str]) -> bool:
+    if not is_extended_resource_name(name):
+        return False  # only extended resources can be ignored
+    return name in ignored or name.split("/")[0] in ignored_groups
+
+
+def _check(request: int, name: str, node: NodeInfo) -> InsufficientResource | None:
+    capacity = node.allocatable.get(name, 0)
+    used = node.requested.get(name, 0)
+    if request <= capacity - used:
+        return None
+    return InsufficientResource(
+        name, insufficient_reason(name), request, used, capacity, request > capacity
+    )
+
+
+def fits_request(
+    state: PreFilterState,
+    node: NodeInfo,
+    ignored: frozenset[str] = frozenset(),
+    ignored_groups: frozenset[str] = frozenset(),
+) -> list[InsufficientResource]:
+    """Every resource the node lacks for the pod, in kube-scheduler's order (pods, cpu,
+    memory, ephemeral-storage, then scalar resources, here sorted by name)."""
+    insufficient = []
+    if node.num_pods + 1 > node.allowed_pod_number:
+        insufficient.append(
+            InsufficientResource(
+                PODS, REASON_TOO_MANY_PODS, 1, node.num_pods, node.allowed_pod_number
+            )
+        )
+    if state.is_empty:
+        return insufficient
+    requests = [(CPU, state.milli_cpu), (MEMORY, state.memory)]
+    requests.append((EPHEMERAL_STORAGE, state.ephemeral_storage))
+    for name, quantity in state.scalar_resources.items():
+        if not _is_ignored(name, ignored, ignored_groups):
+            requests.append((name, quantity))
+    for name, quantity in requests:
+        if quantity > 0 and (found := _check(quantity, name, node)) is not None:
+            insufficient.append(found)
+    return insufficient
+
+
+def fits(pod: PodInfo, node: NodeInfo) -> list[InsufficientResource]:
+    """Fits: the check without ignored resources (preemption, queueing hints)."""
+    return fits_request(PreFilterState.of(pod), node)
+
+
+# --- plugin ----------------------------------------------------------------------
+
+
+class NodeResourcesFit(
+    PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions
+):
+    name = NAME
+
+    def __init__(self, args: NodeResourcesFitArgs, handle: Handle) -> None:
+        self.args = args
+        self.handle = handle
+        strategy = args.scoring_strategy
+        self.scorer = ResourceAllocationScorer(strategy.resources, strategy_scorer(strategy))
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        # Deleting or scaling down an assigned pod frees resources; a node added or with
+        # more allocatable may fit. With queueing hints (on by default upstream) node
+        # label/taint updates are not registered.
+        return [
+            ClusterEventWithHint(ClusterEvent("Pod", "Delete")),
+            ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodScaleDown")),
+            ClusterEventWithHint(ClusterEvent("Node", "Add")),
+            ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeAllocatable")),
+        ]
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status]:
+        state.write(PRE_FILTER_STATE_KEY, PreFilterState.of(pod))
+        return None, SUCCESS
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        requests = state.read(PRE_FILTER_STATE_KEY) or PreFilterState.of(pod)
+        args = self.args
+        insufficient = fits_request(
+            requests, node, args.ignored_resources, args.ignored_resource_groups
+        )
+        if not insufficient:
+            return SUCCESS
+        unresolvable = any(r.unresolvable for r in insufficient)
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+        return Status(code, [r.reason for r in insufficient])
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+        state.write(PRE_SCORE_STATE_KEY, self.scorer.pod_requests(pod))
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        pod_requests = state.read(PRE_SCORE_STATE_KEY)
+        if pod_requests is None:
+            pod_requests = self.scorer.pod_requests(pod)
+        return self.scorer.score(node, pod_requests)
+
+    def score_extensions(self) -> ScoreExtensions | None:
+        return None
+
+
+def new(args: dict[str, Any], handle: Handle) -> NodeResourcesFit:
+    return NodeResourcesFit(parse_args(args), handle)

@@ -6,7 +6,8 @@ import pytest
 
 from services.cache.cache import ADDED, ASSUMED, Cache
 from shared.cli.workload import make_node, make_pod
-from shared.framework.framework import default_framework
+from shared.config import Profile
+from shared.framework.runtime import Framework
 from shared.framework.types import PodInfo
 
 
@@ -31,7 +32,7 @@ def cache(clock: Clock) -> Cache:
     return c
 
 
-FW = default_framework("default-scheduler")
+FW = Framework.from_profile(Profile())
 
 
 def pod(name: str, cpu: str = "400m") -> PodInfo:

@@ -1,4 +1,4 @@
-"""The cycle's pure parts: Filter/Score over nodes, selectHost, the FitError message."""
+"""schedulePod with the default profile: Filter, Score, selectHost, the FitError message."""
 
 from __future__ import annotations
 
@@ -6,25 +6,37 @@ import random
 
 import pytest
 
-from services.worker.schedule_one import schedule_pod
 from shared.cli.workload import make_node, make_pod
-from shared.framework.framework import FitError, default_framework, select_host
+from shared.config import Profile, parse_config
+from shared.framework.cycle_state import CycleState
+from shared.framework.diagnosis import FitError
+from shared.framework.runtime import Framework, PluginScores, select_host
+from shared.framework.schedule_one import Scheduler
+from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import NodeInfo, PodInfo
 
-FW = default_framework("default-scheduler")
 
-
-def node(name: str, cpu: str = "2", memory: str = "4Gi", pods: int = 110) -> NodeInfo:
+def node(
+    name: str, cpu: str = "2", memory: str = "4Gi", pods: int = 110, **labels: str
+) -> NodeInfo:
+    raw = make_node(name, cpu=cpu, memory=memory, pods=pods)
+    raw["metadata"]["labels"].update(labels)
     info = NodeInfo(name)
-    info.set_node(make_node(name, cpu=cpu, memory=memory, pods=pods))
+    info.set_node(raw)
     return info
+
+
+def schedule(pod: dict, nodes: list[NodeInfo], profile: Profile | None = None) -> str:
+    scheduler = Scheduler(Framework.from_profile(profile or Profile()), rng=random.Random(1))
+    return scheduler.schedule_pod(
+        CycleState(), PodInfo.of(pod), ClusterSnapshot(nodes)
+    ).suggested_host
 
 
 def test_least_allocated_prefers_the_emptier_node() -> None:
     busy, idle = node("busy"), node("idle")
     busy.add_pod(PodInfo.of(make_pod("x", cpu="1500m", memory="1Gi")))
-    chosen = schedule_pod(FW, PodInfo.of(make_pod("p")), [busy, idle], random.Random(1))
-    assert chosen.name == "idle"
+    assert schedule(make_pod("p"), [busy, idle]) == "idle"
 
 
 def test_message_is_kube_schedulers_histogram_sorted_as_strings() -> None:
@@ -32,23 +44,75 @@ def test_message_is_kube_schedulers_histogram_sorted_as_strings() -> None:
     full = node("full", pods=1)
     full.add_pod(PodInfo.of(make_pod("x", cpu="10m", memory="1Mi")))
     fine_but_cpu = node("c", cpu="1")
-    pod = PodInfo.of(make_pod("p", cpu="1500m", memory="128Mi"))
     with pytest.raises(FitError) as info:
-        schedule_pod(FW, pod, [small, full, fine_but_cpu], random.Random(1))
+        schedule(make_pod("p", cpu="1500m", memory="128Mi"), [small, full, fine_but_cpu])
     assert info.value.message() == (
         "0/3 nodes are available: 1 Insufficient memory, 1 Too many pods, 2 Insufficient cpu."
     )
 
 
+def test_message_mixes_reasons_of_several_plugins() -> None:
+    tainted = node("tainted")
+    tainted.raw_node["spec"] = {
+        "taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    }  # type: ignore[index]
+    tainted.set_node(tainted.raw_node)
+    small = node("small", cpu="100m")
+    with pytest.raises(FitError) as info:
+        schedule(make_pod("p", cpu="500m"), [tainted, small])
+    assert info.value.message() == (
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s)."
+    )
+
+
 def test_no_nodes() -> None:
     with pytest.raises(FitError) as info:
-        schedule_pod(FW, PodInfo.of(make_pod("p")), [], random.Random(1))
+        schedule(make_pod("p"), [])
     assert info.value.message() == "no nodes available to schedule pods"
 
 
+def test_node_selector_restricts_nodes() -> None:
+    pod = make_pod("p")
+    pod["spec"]["nodeSelector"] = {"disk": "ssd"}
+    assert schedule(pod, [node("a"), node("b", disk="ssd"), node("c")]) == "b"
+
+
+def test_config_weight_changes_the_choice() -> None:
+    """Most-allocated packing (as a pluginConfig) flips the choice LeastAllocated makes."""
+    busy, idle = node("busy"), node("idle")
+    busy.add_pod(PodInfo.of(make_pod("x", cpu="1500m", memory="1Gi")))
+    packing = parse_config(
+        {
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {
+                            "name": "NodeResourcesFit",
+                            "args": {
+                                "scoringStrategy": {
+                                    "type": "MostAllocated",
+                                    "resources": [
+                                        {"name": "cpu", "weight": 1},
+                                        {"name": "memory", "weight": 1},
+                                    ],
+                                }
+                            },
+                        }
+                    ],
+                    "plugins": {
+                        "score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}
+                    },
+                }
+            ]
+        }
+    ).profiles[0]
+    assert schedule(make_pod("p"), [busy, idle]) == "idle"
+    assert schedule(make_pod("p"), [busy, idle], packing) == "busy"
+
+
 def test_select_host_breaks_ties_uniformly() -> None:
-    nodes = [node(f"n{i}") for i in range(4)]
     rng = random.Random(3)
-    picks = [select_host(nodes, [5, 9, 9, 1], rng).name for _ in range(2000)]
+    scores = [PluginScores(f"n{i}", {}, s) for i, s in enumerate([5, 9, 9, 1])]
+    picks = [select_host(scores, rng) for _ in range(2000)]
     assert set(picks) == {"n1", "n2"}
     assert 800 < picks.count("n1") < 1200

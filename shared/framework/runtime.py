@@ -1,0 +1,259 @@
+"""The framework of one profile: runs each extension point's plugins (framework/runtime)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from shared.config import Profile
+from shared.framework.cycle_state import CycleState
+from shared.framework.interface import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    FilterPlugin,
+    NodeScore,
+    PermitPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from shared.framework.profile import PluginFactory, ProfilePlugins, build_profile
+from shared.framework.snapshot import ClusterSnapshot, Handle
+from shared.framework.status import SUCCESS, Code, Status
+from shared.framework.types import NodeInfo, PodInfo
+
+
+@dataclass
+class PluginScores:
+    """One node's scores: per plugin (weighted) and in total."""
+
+    name: str
+    scores: dict[str, int]
+    total: int
+
+
+def _as_error(plugin: str, point: str, err: Exception) -> Status:
+    return Status(Code.ERROR, [f"running {point} plugin {plugin!r}: {err}"], plugin=plugin)
+
+
+class Framework:
+    def __init__(self, plugins: ProfilePlugins, handle: Handle) -> None:
+        self.profile_name = plugins.scheduler_name
+        self.handle = handle
+        self.plugins = plugins
+        points = plugins.by_point
+        self.queue_sort = cast(QueueSortPlugin, points["queueSort"][0])
+        self.pre_enqueue = cast(list[PreEnqueuePlugin], points["preEnqueue"])
+        self.pre_filters = cast(list[PreFilterPlugin], points["preFilter"])
+        self.filters = cast(list[FilterPlugin], points["filter"])
+        self.post_filters = cast(list[PostFilterPlugin], points["postFilter"])
+        self.pre_scores = cast(list[PreScorePlugin], points["preScore"])
+        self.scores = cast(list[ScorePlugin], points["score"])
+        self.reserves = cast(list[ReservePlugin], points["reserve"])
+        self.permits = cast(list[PermitPlugin], points["permit"])
+        self.weights = plugins.weights
+
+    @classmethod
+    def from_profile(
+        cls,
+        profile: Profile,
+        registry: Mapping[str, PluginFactory] | None = None,
+        handle: Handle | None = None,
+    ) -> Framework:
+        if registry is None:
+            from shared.plugins import REGISTRY
+
+            registry = REGISTRY
+        handle = handle or Handle()
+        return cls(build_profile(profile, registry, handle), handle)
+
+    @property
+    def profile(self) -> str:
+        return self.profile_name
+
+    def set_snapshot(self, snapshot: ClusterSnapshot) -> None:
+        self.handle.snapshot = snapshot
+
+    # --- PreEnqueue -----------------------------------------------------------
+
+    def run_pre_enqueue_plugins(self, pod: PodInfo) -> Status:
+        for plugin in self.pre_enqueue:
+            status = plugin.pre_enqueue(pod)
+            if not status.ok:
+                status.plugin = plugin.name
+                return status
+        return SUCCESS
+
+    # --- PreFilter / Filter ---------------------------------------------------
+
+    def run_pre_filter_plugins(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status]:
+        result: PreFilterResult | None = None
+        for plugin in self.pre_filters:
+            try:
+                r, status = plugin.pre_filter(state, pod, nodes)
+            except Exception as err:
+                return None, _as_error(plugin.name, "PreFilter", err)
+            if status.code == Code.SKIP:
+                state.skip_filter_plugins.add(plugin.name)
+                continue
+            if not status.ok:
+                status.plugin = plugin.name
+                return None, status
+            if r is not None:
+                result = r.merge(result) if result is not None else r
+                if result.node_names is not None and not result.node_names:
+                    return result, Status(
+                        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                        [f"node(s) didn't satisfy plugin(s) [{plugin.name}] simultaneously"],
+                        plugin=plugin.name,
+                    )
+        return result, SUCCESS
+
+    def run_filter_plugins(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        for plugin in self.filters:
+            if plugin.name in state.skip_filter_plugins:
+                continue
+            try:
+                status = plugin.filter(state, pod, node)
+            except Exception as err:
+                return _as_error(plugin.name, "Filter", err)
+            if not status.ok:
+                status.plugin = plugin.name
+                if not status.rejected:
+                    return Status(Code.ERROR, status.reasons, plugin=plugin.name)
+                return status
+        return SUCCESS
+
+    def run_post_filter_plugins(
+        self, state: CycleState, pod: PodInfo, node_to_status: dict[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
+        reasons: list[str] = []
+        for plugin in self.post_filters:
+            result, status = plugin.post_filter(state, pod, node_to_status)
+            if status.ok:
+                return result, status
+            if status.code != Code.UNSCHEDULABLE:
+                status.plugin = plugin.name
+                return None, status
+            reasons += status.reasons
+        return None, Status(Code.UNSCHEDULABLE, reasons)
+
+    # --- PreScore / Score -----------------------------------------------------
+
+    def run_pre_score_plugins(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> Status:
+        for plugin in self.pre_scores:
+            try:
+                status = plugin.pre_score(state, pod, nodes)
+            except Exception as err:
+                return _as_error(plugin.name, "PreScore", err)
+            if status.code == Code.SKIP:
+                state.skip_score_plugins.add(plugin.name)
+            elif not status.ok:
+                status.plugin = plugin.name
+                return status
+        return SUCCESS
+
+    def run_score_plugins(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[list[PluginScores], Status]:
+        totals = [PluginScores(n.name, {}, 0) for n in nodes]
+        for plugin in self.scores:
+            if plugin.name in state.skip_score_plugins:
+                continue
+            scores, status = self._score_one(plugin, state, pod, nodes)
+            if not status.ok:
+                return [], status
+            weight = self.weights.get(plugin.name, 1)
+            for entry, ns in zip(totals, scores, strict=True):
+                entry.scores[plugin.name] = ns.score * weight
+                entry.total += ns.score * weight
+        return totals, SUCCESS
+
+    def _score_one(
+        self, plugin: ScorePlugin, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[list[NodeScore], Status]:
+        scores = []
+        try:
+            for node in nodes:
+                value, status = plugin.score(state, pod, node)
+                if not status.ok:
+                    status.plugin = plugin.name
+                    return [], status
+                scores.append(NodeScore(node.name, value))
+            ext = plugin.score_extensions()
+            if ext is not None:
+                status = ext.normalize_score(state, pod, scores)
+                if not status.ok:
+                    status.plugin = plugin.name
+                    return [], status
+        except Exception as err:
+            return [], _as_error(plugin.name, "Score", err)
+        for ns in scores:
+            if not MIN_NODE_SCORE <= ns.score <= MAX_NODE_SCORE:
+                return [], _as_error(
+                    plugin.name,
+                    "Score",
+                    ValueError(f"score {ns.score} of node {ns.name} is out of range"),
+                )
+        return scores, SUCCESS
+
+    # --- Reserve / Permit -------------------------------------------------------
+
+    def run_reserve_plugins_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        for plugin in self.reserves:
+            status = plugin.reserve(state, pod, node)
+            if not status.ok:
+                status.plugin = plugin.name
+                return status
+        return SUCCESS
+
+    def run_reserve_plugins_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        for plugin in reversed(self.reserves):  # undo in reverse order, as kube-scheduler
+            plugin.unreserve(state, pod, node)
+
+    def run_permit_plugins(
+        self, state: CycleState, pod: PodInfo, node: str
+    ) -> tuple[Status, float]:
+        """Success, a rejection, or Wait with the shortest timeout any plugin asked for."""
+        wait: float | None = None
+        for plugin in self.permits:
+            status, timeout = plugin.permit(state, pod, node)
+            if status.code == Code.WAIT:
+                wait = timeout if wait is None else min(wait, timeout)
+            elif not status.ok:
+                status.plugin = plugin.name
+                return status, 0.0
+        if wait is not None:
+            return Status(Code.WAIT), wait
+        return SUCCESS, 0.0
+
+    def less(self, a: Any, b: Any) -> bool:
+        return self.queue_sort.less(a, b)
+
+
+def select_host(scores: list[PluginScores], rng: random.Random) -> str:
+    """Highest total; ties broken uniformly at random (reservoir sampling)."""
+    best, ties = 0, 1
+    for i in range(1, len(scores)):
+        if scores[i].total > scores[best].total:
+            best, ties = i, 1
+        elif scores[i].total == scores[best].total:
+            ties += 1
+            if rng.randrange(ties) == 0:
+                best = i
+    return scores[best].name
+
+
+FrameworkFactory = Callable[[Profile], Framework]

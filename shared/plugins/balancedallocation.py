@@ -1,0 +1,114 @@
+"""NodeResourcesBalancedAllocation: favours nodes whose requested fractions of the
+configured resources stay close to each other once the pod is there.
+kube-scheduler's pkg/scheduler/framework/plugins/noderesources/balanced_allocation.go.
+
+score = (1 - std) * MaxNodeScore, std being the standard deviation of the fractions
+requested / allocatable (each capped at 1), over the resources the node has.
+
+Implements: PreScorePlugin, ScorePlugin.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shared.framework.cycle_state import CycleState, StateKey
+from shared.framework.interface import MAX_NODE_SCORE, PreScorePlugin, ScoreExtensions, ScorePlugin
+from shared.framework.snapshot import Handle
+from shared.framework.status import SUCCESS, Code, Status
+from shared.framework.types import NodeInfo, PodInfo
+from shared.plugins.noderesourcesfit import (
+    ArgsParser,
+    ResourceAllocationScorer,
+    ResourceSpec,
+)
+
+NAME = "NodeResourcesBalancedAllocation"
+
+PRE_SCORE_STATE_KEY: StateKey[list[int]] = StateKey("PreScore" + NAME)
+
+
+@dataclass(frozen=True)
+class BalancedAllocationArgs:
+    resources: tuple[ResourceSpec, ...]
+
+
+def parse_args(args: Mapping[str, Any]) -> BalancedAllocationArgs:
+    """v1 NodeResourcesBalancedAllocationArgs: defaults (cpu and memory; weight 0 means 1)
+    and ValidateNodeResourcesBalancedAllocationArgs (unique names, every weight 1)."""
+    parser = ArgsParser(NAME)
+    args = parser.mapping(args, "", ("resources",))
+    resources = parser.resource_specs(args.get("resources"), "resources")
+    seen: set[str] = set()
+    for i, spec in enumerate(resources):
+        if spec.name in seen:
+            raise parser.error(f"resources[{i}].name", f"Duplicate value: {spec.name!r}")
+        seen.add(spec.name)
+        if spec.weight != 1:
+            raise parser.error(f"resources[{i}].weight", f"Invalid value: {spec.weight}: must be 1")
+    return BalancedAllocationArgs(resources)
+
+
+def balanced_resource_score(requested: list[int], allocatable: list[int]) -> int:
+    """balancedResourceScorer, in float64 as kube-scheduler computes it."""
+    fractions = [
+        min(float(req) / float(alloc), 1.0)
+        for req, alloc in zip(requested, allocatable, strict=True)
+        if alloc != 0
+    ]
+    std = 0.0
+    if len(fractions) == 2:  # the common cpu+memory case, simplified as upstream
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = _go_sum(fractions) / len(fractions)
+        std = math.sqrt(_go_sum([(f - mean) * (f - mean) for f in fractions]) / len(fractions))
+    return int((1 - std) * float(MAX_NODE_SCORE))
+
+
+def _go_sum(values: list[float]) -> float:
+    # Plain left-to-right addition as Go does (newer Pythons' sum() compensates rounding).
+    total = 0.0
+    for value in values:
+        total += value
+    return total
+
+
+def is_best_effort(pod_requests: list[int]) -> bool:
+    return not any(pod_requests)
+
+
+class BalancedAllocation(PreScorePlugin, ScorePlugin):
+    name = NAME
+
+    def __init__(self, args: BalancedAllocationArgs, handle: Handle) -> None:
+        self.handle = handle
+        # Requested, not non-zero, requests: a pod's defaults must not skew the balance.
+        self.scorer = ResourceAllocationScorer(
+            args.resources, balanced_resource_score, use_requested=True
+        )
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+        pod_requests = self.scorer.pod_requests(pod)
+        if is_best_effort(pod_requests):
+            # Scoring best-effort pods would pile them onto one node (kubernetes#129138).
+            return Status(Code.SKIP)
+        state.write(PRE_SCORE_STATE_KEY, pod_requests)
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        pod_requests = state.read(PRE_SCORE_STATE_KEY)
+        if pod_requests is None:
+            pod_requests = self.scorer.pod_requests(pod)
+            if is_best_effort(pod_requests):
+                return 0, SUCCESS
+        return self.scorer.score(node, pod_requests)
+
+    def score_extensions(self) -> ScoreExtensions | None:
+        return None
+
+
+def new(args: dict[str, Any], handle: Handle) -> BalancedAllocation:
+    return BalancedAllocation(parse_args(args), handle)

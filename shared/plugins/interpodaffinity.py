@@ -1,0 +1,642 @@
+"""InterPodAffinity: required pod (anti-)affinity of the incoming pod and of the pods
+already on nodes (PreFilter/Filter), preferred terms and existing pods' required
+affinity (PreScore/Score, min-max normalized). kube-scheduler's
+pkg/scheduler/framework/plugins/interpodaffinity (plugin.go, filtering.go, scoring.go).
+
+Implements: PreFilterPlugin (with PreFilterExtensions), FilterPlugin, PreScorePlugin,
+ScorePlugin (with ScoreExtensions), EnqueueExtensions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from shared.api.models import (
+    DEFAULT_NAMESPACE,
+    LabelSelector,
+    LabelSelectorRequirement,
+    Pod,
+    PodAffinity,
+    PodAffinityTerm,
+    WeightedPodAffinityTerm,
+)
+from shared.config import ConfigError
+from shared.framework.cycle_state import CycleState, StateKey
+from shared.framework.interface import (
+    MAX_NODE_SCORE,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    FilterPlugin,
+    NodeScore,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+)
+from shared.framework.selectors import label_selector_matches
+from shared.framework.snapshot import Handle
+from shared.framework.status import SUCCESS, Code, Status, unschedulable
+from shared.framework.types import NodeInfo, PodInfo
+
+NAME = "InterPodAffinity"
+
+ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = (
+    "node(s) didn't satisfy existing pods anti-affinity rules"
+)
+ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
+ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
+
+DEFAULT_HARD_POD_AFFINITY_WEIGHT = 1
+MIN_HARD_POD_AFFINITY_WEIGHT = 0
+MAX_HARD_POD_AFFINITY_WEIGHT = 100
+
+_DERIVED_KEY = NAME
+
+TopologyPair = tuple[str, str]  # (topology key, value)
+TopologyCounts = dict[TopologyPair, int]
+ScoreMap = dict[str, dict[str, int]]  # topology key -> value -> score
+
+
+# --- args ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InterPodAffinityArgs:
+    hard_pod_affinity_weight: int = DEFAULT_HARD_POD_AFFINITY_WEIGHT
+    ignore_preferred_terms_of_existing_pods: bool = False
+
+
+def _arg_error(name: str, message: str) -> ConfigError:
+    return ConfigError(f"pluginConfig[{NAME}].args.{name}: {message}")
+
+
+def parse_args(args: Mapping[str, Any]) -> InterPodAffinityArgs:
+    """v1 InterPodAffinityArgs with kube-scheduler's defaults and validation."""
+    known = ("hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods")
+    for name in args:
+        if name not in known:
+            raise _arg_error(name, "unknown field")
+    weight = args.get("hardPodAffinityWeight")
+    if weight is None:  # unset: SetDefaults_InterPodAffinityArgs
+        weight = DEFAULT_HARD_POD_AFFINITY_WEIGHT
+    if isinstance(weight, bool) or not isinstance(weight, int):
+        raise _arg_error("hardPodAffinityWeight", f"must be an integer, got {weight!r}")
+    if not MIN_HARD_POD_AFFINITY_WEIGHT <= weight <= MAX_HARD_POD_AFFINITY_WEIGHT:
+        raise _arg_error(
+            "hardPodAffinityWeight",
+            f"Invalid value: {weight}: not in valid range "
+            f"[{MIN_HARD_POD_AFFINITY_WEIGHT}, {MAX_HARD_POD_AFFINITY_WEIGHT}]",
+        )
+    ignore = args.get("ignorePreferredTermsOfExistingPods")
+    if ignore is None:
+        ignore = False
+    if not isinstance(ignore, bool):
+        raise _arg_error("ignorePreferredTermsOfExistingPods", f"must be a boolean, got {ignore!r}")
+    return InterPodAffinityArgs(weight, ignore)
+
+
+# --- affinity terms -----------------------------------------------------------
+
+
+def _is_empty(selector: LabelSelector | None) -> bool:
+    return selector is not None and not selector.match_labels and not selector.match_expressions
+
+
+@dataclass(frozen=True)
+class AffinityTerm:
+    """framework.AffinityTerm: a PodAffinityTerm with its namespaces resolved."""
+
+    namespaces: frozenset[str]
+    # As metav1.LabelSelectorAsSelector: None selects nothing, an empty selector everything.
+    namespace_selector: LabelSelector | None
+    selector: LabelSelector | None
+    topology_key: str
+
+    def matches(self, pod: Pod, ns_labels: Mapping[str, str]) -> bool:
+        """Whether `pod` (whose namespace has `ns_labels`) is selected by the term."""
+        if pod.metadata.namespace in self.namespaces or label_selector_matches(
+            self.namespace_selector, ns_labels
+        ):
+            return label_selector_matches(self.selector, pod.metadata.labels)
+        return False
+
+    def merge_namespaces(self, namespace_labels: Mapping[str, Mapping[str, str]]) -> AffinityTerm:
+        """mergeAffinityTermNamespacesIfNotEmpty: unroll a non-empty namespaceSelector
+        into namespaces, so the incoming pod's terms need no namespace lookup per pod."""
+        if self.namespace_selector is None or _is_empty(self.namespace_selector):
+            return self
+        selected = {
+            ns
+            for ns, labels in namespace_labels.items()
+            if label_selector_matches(self.namespace_selector, labels)
+        }
+        return replace(self, namespaces=self.namespaces | selected, namespace_selector=None)
+
+
+@dataclass(frozen=True)
+class WeightedAffinityTerm:
+    term: AffinityTerm
+    weight: int
+
+
+def _label_selector(term: PodAffinityTerm, pod_labels: Mapping[str, str]) -> LabelSelector | None:
+    """matchLabelKeys / mismatchLabelKeys merged into the labelSelector as the API server
+    does at pod creation (MatchLabelKeysInPodAffinity); a nil selector stays nil."""
+    selector = term.label_selector
+    if selector is None or not (term.match_label_keys or term.mismatch_label_keys):
+        return selector
+    extra = [
+        LabelSelectorRequirement(key=key, operator="In", values=[pod_labels[key]])
+        for key in term.match_label_keys
+        if key in pod_labels
+    ]
+    extra += [
+        LabelSelectorRequirement(key=key, operator="NotIn", values=[pod_labels[key]])
+        for key in term.mismatch_label_keys
+        if key in pod_labels
+    ]
+    return selector.model_copy(update={"match_expressions": [*selector.match_expressions, *extra]})
+
+
+def new_affinity_term(pod: Pod, term: PodAffinityTerm) -> AffinityTerm:
+    # Without namespaces and namespaceSelector a term applies to the pod's own namespace.
+    if not term.namespaces and term.namespace_selector is None:
+        namespaces = frozenset((pod.metadata.namespace,))
+    else:
+        # The empty name means the default namespace, as for the pod itself (Pod model).
+        namespaces = frozenset(ns or DEFAULT_NAMESPACE for ns in term.namespaces)
+    return AffinityTerm(
+        namespaces,
+        term.namespace_selector,
+        _label_selector(term, pod.metadata.labels),
+        term.topology_key,
+    )
+
+
+@dataclass(frozen=True)
+class PodTerms:
+    """The parsed (anti-)affinity terms of one pod (framework.PodInfo's term fields)."""
+
+    required_affinity: tuple[AffinityTerm, ...] = ()
+    required_anti_affinity: tuple[AffinityTerm, ...] = ()
+    preferred_affinity: tuple[WeightedAffinityTerm, ...] = ()
+    preferred_anti_affinity: tuple[WeightedAffinityTerm, ...] = ()
+
+
+def _required(pod: Pod, aff: PodAffinity | None) -> tuple[AffinityTerm, ...]:
+    terms = aff.required_during_scheduling_ignored_during_execution if aff else []
+    return tuple(new_affinity_term(pod, t) for t in terms)
+
+
+def _preferred(pod: Pod, aff: PodAffinity | None) -> tuple[WeightedAffinityTerm, ...]:
+    terms: list[WeightedPodAffinityTerm] = (
+        aff.preferred_during_scheduling_ignored_during_execution if aff else []
+    )
+    return tuple(
+        WeightedAffinityTerm(new_affinity_term(pod, t.pod_affinity_term), t.weight) for t in terms
+    )
+
+
+def pod_terms(pod_info: PodInfo) -> PodTerms:
+    """The pod's terms, parsed once per PodInfo (PodInfos are reused across cycles)."""
+    cached = pod_info.derived.get(_DERIVED_KEY)
+    if isinstance(cached, PodTerms):
+        return cached
+    pod = pod_info.pod
+    affinity = pod.spec.affinity
+    terms = PodTerms()
+    if affinity is not None:
+        aff, anti = affinity.pod_affinity, affinity.pod_anti_affinity
+        terms = PodTerms(
+            _required(pod, aff), _required(pod, anti), _preferred(pod, aff), _preferred(pod, anti)
+        )
+    pod_info.derived[_DERIVED_KEY] = terms
+    return terms
+
+
+# --- topology counts (filtering.go) -------------------------------------------
+
+
+def _update(counts: TopologyCounts, node_labels: Mapping[str, str], key: str, value: int) -> None:
+    if key in node_labels:
+        pair = (key, node_labels[key])
+        counts[pair] = counts.get(pair, 0) + value
+        if counts[pair] == 0:  # value may be negative (RemovePod)
+            del counts[pair]
+
+
+def _update_with_anti_affinity_terms(
+    counts: TopologyCounts,
+    terms: Iterable[AffinityTerm],
+    pod: Pod,
+    ns_labels: Mapping[str, str],
+    node_labels: Mapping[str, str],
+    value: int,
+) -> None:
+    """Counts every term that `pod` matches in the node's topology domain."""
+    for term in terms:
+        if term.matches(pod, ns_labels):
+            _update(counts, node_labels, term.topology_key, value)
+
+
+def _pod_matches_all_terms(
+    terms: tuple[AffinityTerm, ...], pod: Pod, ns_labels: Mapping[str, str]
+) -> bool:
+    return bool(terms) and all(t.matches(pod, ns_labels) for t in terms)
+
+
+def _update_with_affinity_terms(
+    counts: TopologyCounts,
+    terms: tuple[AffinityTerm, ...],
+    pod: Pod,
+    ns_labels: Mapping[str, str],
+    node_labels: Mapping[str, str],
+    value: int,
+) -> None:
+    """Counts the node's topology domains only if `pod` matches ALL the terms."""
+    if _pod_matches_all_terms(terms, pod, ns_labels):
+        for term in terms:
+            _update(counts, node_labels, term.topology_key, value)
+
+
+@dataclass
+class PreFilterState:
+    pod: Pod
+    terms: PodTerms  # the incoming pod's, namespaceSelectors merged into namespaces
+    namespace_labels: dict[str, str]  # of the incoming pod's namespace
+    # Topology pairs where existing pods' required anti-affinity terms match the pod.
+    existing_anti_affinity_counts: TopologyCounts = field(default_factory=dict)
+    # Topology pairs with existing pods matching all the pod's required affinity terms.
+    affinity_counts: TopologyCounts = field(default_factory=dict)
+    # Topology pairs with existing pods matching the pod's required anti-affinity terms.
+    anti_affinity_counts: TopologyCounts = field(default_factory=dict)
+
+    def clone(self) -> PreFilterState:
+        return replace(
+            self,
+            existing_anti_affinity_counts=dict(self.existing_anti_affinity_counts),
+            affinity_counts=dict(self.affinity_counts),
+            anti_affinity_counts=dict(self.anti_affinity_counts),
+        )
+
+    def update_with_pod(self, other: PodInfo, node_labels: Mapping[str, str], sign: int) -> None:
+        """AddPod/RemovePod: account for `other` appearing on / leaving a node."""
+        _update_with_anti_affinity_terms(
+            self.existing_anti_affinity_counts,
+            pod_terms(other).required_anti_affinity,
+            self.pod,
+            self.namespace_labels,
+            node_labels,
+            sign,
+        )
+        # The incoming pod's terms have their namespaceSelector merged: no lookup needed.
+        _update_with_affinity_terms(
+            self.affinity_counts, self.terms.required_affinity, other.pod, {}, node_labels, sign
+        )
+        _update_with_anti_affinity_terms(
+            self.anti_affinity_counts,
+            self.terms.required_anti_affinity,
+            other.pod,
+            {},
+            node_labels,
+            sign,
+        )
+
+
+PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + NAME)
+
+
+# --- topology scores (scoring.go) ---------------------------------------------
+
+
+@dataclass
+class PreScoreState:
+    topology_score: ScoreMap
+
+
+PRE_SCORE_KEY: StateKey[PreScoreState] = StateKey("PreScore" + NAME)
+
+
+def _add_scores(into: ScoreMap, other: ScoreMap) -> None:
+    for key, values in other.items():
+        scores = into.setdefault(key, {})
+        for value, score in values.items():
+            scores[value] = scores.get(value, 0) + score
+
+
+def _process_term(
+    scores: ScoreMap,
+    term: AffinityTerm,
+    weight: int,
+    pod: Pod,
+    ns_labels: Mapping[str, str],
+    node_labels: Mapping[str, str],
+    multiplier: int,
+) -> None:
+    if term.matches(pod, ns_labels) and term.topology_key in node_labels:
+        values = scores.setdefault(term.topology_key, {})
+        value = node_labels[term.topology_key]
+        values[value] = values.get(value, 0) + weight * multiplier
+
+
+def _process_terms(
+    scores: ScoreMap,
+    terms: Iterable[WeightedAffinityTerm],
+    pod: Pod,
+    ns_labels: Mapping[str, str],
+    node_labels: Mapping[str, str],
+    multiplier: int,
+) -> None:
+    for wt in terms:
+        _process_term(scores, wt.term, wt.weight, pod, ns_labels, node_labels, multiplier)
+
+
+# --- the plugin -----------------------------------------------------------------
+
+
+class InterPodAffinity(
+    PreFilterPlugin,
+    PreFilterExtensions,
+    FilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    ScoreExtensions,
+    EnqueueExtensions,
+):
+    name = NAME
+
+    def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:
+        self.args = args
+        self.handle = handle
+
+    # --- enqueue ---------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        # An assigned pod appearing, relabelled or deleted may satisfy (anti-)affinity;
+        # a node added or relabelled may open a topology domain. With queueing hints (on
+        # by default upstream) UpdateNodeTaint is not registered.
+        return [
+            ClusterEventWithHint(ClusterEvent("AssignedPod", "Add")),
+            ClusterEventWithHint(ClusterEvent("AssignedPod", "UpdatePodLabel")),
+            ClusterEventWithHint(ClusterEvent("AssignedPod", "Delete")),
+            ClusterEventWithHint(ClusterEvent("Node", "Add")),
+            ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")),
+        ]
+
+    # --- prefilter -------------------------------------------------------------
+
+    def _namespace_labels(self, namespace: str) -> dict[str, str]:
+        # GetNamespaceLabelsSnapshot: an unknown namespace has no labels.
+        return dict(self.handle.snapshot.objects.namespace_labels.get(namespace) or {})
+
+    def _merged(self, terms: Iterable[AffinityTerm]) -> tuple[AffinityTerm, ...]:
+        namespace_labels = self.handle.snapshot.objects.namespace_labels
+        return tuple(t.merge_namespaces(namespace_labels) for t in terms)
+
+    def _merged_weighted(
+        self, terms: Iterable[WeightedAffinityTerm]
+    ) -> tuple[WeightedAffinityTerm, ...]:
+        namespace_labels = self.handle.snapshot.objects.namespace_labels
+        return tuple(replace(t, term=t.term.merge_namespaces(namespace_labels)) for t in terms)
+
+    def _pre_filter_state(self, pod: PodInfo) -> PreFilterState | None:
+        """The PreFilter state, or None when there is nothing to check (Skip)."""
+        parsed = pod_terms(pod)
+        terms = PodTerms(
+            required_affinity=self._merged(parsed.required_affinity),
+            required_anti_affinity=self._merged(parsed.required_anti_affinity),
+        )
+        state = PreFilterState(pod.pod, terms, self._namespace_labels(pod.pod.metadata.namespace))
+        self._count_existing_anti_affinity(state)
+        self._count_incoming_affinity(state)
+        if not (
+            state.existing_anti_affinity_counts
+            or terms.required_affinity
+            or terms.required_anti_affinity
+        ):
+            return None
+        return state
+
+    def _count_existing_anti_affinity(self, state: PreFilterState) -> None:
+        for node in self.handle.snapshot.have_pods_with_required_anti_affinity:
+            if node.raw_node is None:
+                continue
+            for existing in node.pods_with_required_anti_affinity:
+                _update_with_anti_affinity_terms(
+                    state.existing_anti_affinity_counts,
+                    pod_terms(existing).required_anti_affinity,
+                    state.pod,
+                    state.namespace_labels,
+                    node.labels,
+                    1,
+                )
+
+    def _count_incoming_affinity(self, state: PreFilterState) -> None:
+        terms = state.terms
+        if not terms.required_affinity and not terms.required_anti_affinity:
+            return
+        for node in self.handle.snapshot.node_infos:
+            if node.raw_node is None:
+                continue
+            for existing in node.pods.values():
+                _update_with_affinity_terms(
+                    state.affinity_counts, terms.required_affinity, existing.pod, {}, node.labels, 1
+                )
+                _update_with_anti_affinity_terms(
+                    state.anti_affinity_counts,
+                    terms.required_anti_affinity,
+                    existing.pod,
+                    {},
+                    node.labels,
+                    1,
+                )
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status]:
+        pre = self._pre_filter_state(pod)
+        if pre is None:
+            return None, Status(Code.SKIP)
+        state.write(PRE_FILTER_KEY, pre)
+        return None, SUCCESS
+
+    def pre_filter_extensions(self) -> InterPodAffinity:
+        return self
+
+    def _update_state(self, state: CycleState, other: PodInfo, node: NodeInfo, sign: int) -> Status:
+        pre = state.read(PRE_FILTER_KEY)
+        if pre is None:
+            return Status(
+                Code.ERROR, [f'reading "{PRE_FILTER_KEY.name}" from cycleState: not found']
+            )
+        pre.update_with_pod(other, node.labels, sign)
+        return SUCCESS
+
+    def add_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo
+    ) -> Status:
+        return self._update_state(state, pod_to_add, node, 1)
+
+    def remove_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo
+    ) -> Status:
+        return self._update_state(state, pod_to_remove, node, -1)
+
+    # --- filter ----------------------------------------------------------------
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        if node.raw_node is None:
+            return Status(Code.ERROR, ["node not found"])
+        pre = state.read(PRE_FILTER_KEY)
+        if pre is None:  # PreFilter did not run
+            pre = self._pre_filter_state(pod)
+            if pre is None:
+                return SUCCESS
+        labels = node.labels
+        if not _satisfies_pod_affinity(pre, labels):
+            return unschedulable(ERR_REASON_AFFINITY_RULES_NOT_MATCH, resolvable=False)
+        if not _satisfies_pod_anti_affinity(pre, labels):
+            return unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)
+        if not _satisfies_existing_pods_anti_affinity(pre, labels):
+            return unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)
+        return SUCCESS
+
+    # --- prescore / score --------------------------------------------------------
+
+    def _pre_score_state(self, pod: PodInfo, nodes: list[NodeInfo]) -> PreScoreState | None:
+        """The PreScore state, or None when nothing can score (Skip)."""
+        if not nodes:
+            return None
+        parsed = pod_terms(pod)
+        has_constraints = bool(parsed.preferred_affinity or parsed.preferred_anti_affinity)
+        # Existing pods' terms are ignored only when the pod has no preferences itself.
+        if self.args.ignore_preferred_terms_of_existing_pods and not has_constraints:
+            return None
+        incoming = PodTerms(
+            preferred_affinity=self._merged_weighted(parsed.preferred_affinity),
+            preferred_anti_affinity=self._merged_weighted(parsed.preferred_anti_affinity),
+        )
+        ns_labels = self._namespace_labels(pod.pod.metadata.namespace)
+        snapshot = self.handle.snapshot
+        # Without preferences of its own, only pods with affinity can score the pod.
+        candidates = snapshot.node_infos if has_constraints else snapshot.have_pods_with_affinity
+        total: ScoreMap = {}
+        scored_any = False
+        for node in candidates:
+            if node.raw_node is None:
+                continue
+            existing = node.pods.values() if has_constraints else node.pods_with_affinity
+            scores: ScoreMap = {}
+            for other in existing:
+                self._process_existing_pod(scores, incoming, other, node, pod.pod, ns_labels)
+            if scores:
+                scored_any = True
+                _add_scores(total, scores)
+        return PreScoreState(total) if scored_any else None
+
+    def _process_existing_pod(
+        self,
+        scores: ScoreMap,
+        incoming: PodTerms,
+        existing: PodInfo,
+        node: NodeInfo,
+        pod: Pod,
+        ns_labels: Mapping[str, str],
+    ) -> None:
+        node_labels = node.labels
+        if not node_labels:
+            return
+        # The incoming pod's preferences, matched against the existing pod (namespaces
+        # already merged, so no namespace labels needed).
+        _process_terms(scores, incoming.preferred_affinity, existing.pod, {}, node_labels, 1)
+        _process_terms(scores, incoming.preferred_anti_affinity, existing.pod, {}, node_labels, -1)
+        theirs = pod_terms(existing)
+        weight = self.args.hard_pod_affinity_weight
+        if weight > 0:
+            for term in theirs.required_affinity:
+                _process_term(scores, term, weight, pod, ns_labels, node_labels, 1)
+        _process_terms(scores, theirs.preferred_affinity, pod, ns_labels, node_labels, 1)
+        _process_terms(scores, theirs.preferred_anti_affinity, pod, ns_labels, node_labels, -1)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+        pre = self._pre_score_state(pod, nodes)
+        if pre is None:
+            return Status(Code.SKIP)
+        state.write(PRE_SCORE_KEY, pre)
+        return SUCCESS
+
+    def _score_state(self, state: CycleState, pod: PodInfo) -> PreScoreState | None:
+        pre = state.read(PRE_SCORE_KEY)
+        if pre is None:  # PreScore did not run
+            pre = self._pre_score_state(pod, self.handle.snapshot.nodes)
+            if pre is not None:
+                state.write(PRE_SCORE_KEY, pre)
+        return pre
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        """Sum of the weights of the node's topology domains: positive for affinity,
+        negative for anti-affinity; normalized later."""
+        pre = self._score_state(state, pod)
+        if pre is None:
+            return 0, SUCCESS
+        labels = node.labels
+        total = 0
+        for key, values in pre.topology_score.items():
+            if key in labels:
+                total += values.get(labels[key], 0)
+        return total, SUCCESS
+
+    def score_extensions(self) -> InterPodAffinity:
+        return self
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
+        """Min-max to 0..MAX_NODE_SCORE; all equal scores become 0."""
+        pre = self._score_state(state, pod)
+        if pre is None or not pre.topology_score or not scores:
+            return SUCCESS
+        low = min(s.score for s in scores)
+        spread = max(s.score for s in scores) - low
+        for s in scores:
+            # float64 arithmetic truncated toward zero, as Go's int64(fScore).
+            s.score = int(MAX_NODE_SCORE * ((s.score - low) / spread)) if spread > 0 else 0
+        return SUCCESS
+
+
+def _satisfies_pod_affinity(pre: PreFilterState, labels: Mapping[str, str]) -> bool:
+    pods_exist = True
+    for term in pre.terms.required_affinity:
+        if term.topology_key not in labels:
+            return False  # all topology labels must exist on the node
+        if pre.affinity_counts.get((term.topology_key, labels[term.topology_key]), 0) <= 0:
+            pods_exist = False
+    if pods_exist:
+        return True
+    # The first pod of a group with affinity to itself: no pod anywhere matches the
+    # terms yet, but the pod matches its own terms, so do not leave it pending forever.
+    return not pre.affinity_counts and _pod_matches_all_terms(
+        pre.terms.required_affinity, pre.pod, pre.namespace_labels
+    )
+
+
+def _satisfies_pod_anti_affinity(pre: PreFilterState, labels: Mapping[str, str]) -> bool:
+    if not pre.anti_affinity_counts:
+        return True
+    for term in pre.terms.required_anti_affinity:
+        key = term.topology_key
+        if key in labels and pre.anti_affinity_counts.get((key, labels[key]), 0) > 0:
+            return False
+    return True
+
+
+def _satisfies_existing_pods_anti_affinity(pre: PreFilterState, labels: Mapping[str, str]) -> bool:
+    counts = pre.existing_anti_affinity_counts
+    return not counts or all(counts.get(pair, 0) <= 0 for pair in labels.items())
+
+
+def new(args: dict[str, Any], handle: Handle) -> InterPodAffinity:
+    return InterPodAffinity(parse_args(args), handle)

@@ -1,0 +1,28 @@
+"""PrioritySort: activeQ order — higher priority first, then the pod that waited longer.
+
+Implements: QueueSortPlugin.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.framework.interface import QueueSortPlugin, SortablePod
+from shared.framework.snapshot import Handle
+from shared.plugins.args import reject_unknown
+
+NAME = "PrioritySort"
+
+
+class PrioritySort(QueueSortPlugin):
+    name = NAME
+
+    def less(self, a: SortablePod, b: SortablePod) -> bool:
+        if a.priority != b.priority:
+            return a.priority > b.priority
+        return a.timestamp < b.timestamp
+
+
+def new(args: dict[str, Any], handle: Handle) -> PrioritySort:
+    reject_unknown(NAME, args, ())
+    return PrioritySort()

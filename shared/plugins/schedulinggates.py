@@ -1,0 +1,43 @@
+"""SchedulingGates: a pod with scheduling gates waits outside activeQ until they are removed.
+
+Implements: PreEnqueuePlugin, EnqueueExtensions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.framework.interface import (
+    ClusterEvent,
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    PreEnqueuePlugin,
+)
+from shared.framework.snapshot import Handle
+from shared.framework.status import SUCCESS, Code, Status
+from shared.framework.types import PodInfo
+from shared.plugins.args import reject_unknown
+
+NAME = "SchedulingGates"
+
+
+class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
+    name = NAME
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        gates = [g.name for g in pod.pod.spec.scheduling_gates]
+        if not gates:
+            return SUCCESS
+        # Go prints the slice as [a b].
+        return Status(
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            [f"waiting for scheduling gates: [{' '.join(gates)}]"],
+        )
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodSchedulingGatesEliminated"))]
+
+
+def new(args: dict[str, Any], handle: Handle) -> SchedulingGates:
+    reject_unknown(NAME, args, ())
+    return SchedulingGates()

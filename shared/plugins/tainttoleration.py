@@ -1,0 +1,98 @@
+"""TaintToleration: NoSchedule/NoExecute taints the pod does not tolerate exclude the node
+(Filter); untolerated PreferNoSchedule taints lower its score (Score, reversed).
+
+Implements: FilterPlugin, PreScorePlugin, ScorePlugin (+ NormalizeScore), EnqueueExtensions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.api.models import Taint, Toleration
+from shared.framework.cycle_state import CycleState, StateKey
+from shared.framework.interface import (
+    MAX_NODE_SCORE,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    FilterPlugin,
+    NodeScore,
+    PreScorePlugin,
+    ScorePlugin,
+)
+from shared.framework.normalize import default_normalize_score
+from shared.framework.snapshot import Handle
+from shared.framework.status import SUCCESS, Code, Status
+from shared.framework.types import NodeInfo, PodInfo
+from shared.plugins.args import reject_unknown
+
+NAME = "TaintToleration"
+ERR_REASON_NOT_MATCH = "node(s) had untolerated taint(s)"
+_PREFER_NO_SCHEDULE = StateKey[list[Toleration]]("PreScore" + NAME)
+
+
+def tolerates(tol: Toleration, taint: Taint) -> bool:
+    """core/v1 Toleration.ToleratesTaint."""
+    if tol.effect and tol.effect != taint.effect:
+        return False
+    if tol.key != taint.key and not (tol.key == "" and tol.operator == "Exists"):
+        return False
+    if tol.operator == "Exists":
+        return True
+    return tol.value == taint.value  # Equal (the default)
+
+
+def untolerated(taints: list[Taint], tolerations: list[Toleration]) -> Taint | None:
+    for taint in taints:
+        if not any(tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
+    name = NAME
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        hard = [t for t in node.node.spec.taints if t.effect in ("NoSchedule", "NoExecute")]
+        if untolerated(hard, pod.pod.spec.tolerations) is None:
+            return SUCCESS
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_NOT_MATCH])
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+        state.write(_PREFER_NO_SCHEDULE, _soft_tolerations(pod))
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        tolerations = state.read(_PREFER_NO_SCHEDULE)
+        if tolerations is None:
+            tolerations = _soft_tolerations(pod)
+        count = sum(
+            1
+            for taint in node.node.spec.taints
+            if taint.effect == "PreferNoSchedule"
+            and not any(tolerates(t, taint) for t in tolerations)
+        )
+        return count, SUCCESS
+
+    def score_extensions(self) -> TaintToleration:
+        return self
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
+        default_normalize_score(MAX_NODE_SCORE, True, scores)
+        return SUCCESS
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent("Node", "Add")),
+            ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint")),
+            ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodToleration")),
+        ]
+
+
+def _soft_tolerations(pod: PodInfo) -> list[Toleration]:
+    return [t for t in pod.pod.spec.tolerations if t.effect in ("", "PreferNoSchedule")]
+
+
+def new(args: dict[str, Any], handle: Handle) -> TaintToleration:
+    reject_unknown(NAME, args, ())
+    return TaintToleration()
