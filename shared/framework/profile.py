@@ -30,7 +30,7 @@ DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
     ("NodeAffinity", 2),
     ("NodePorts", 0),
     ("NodeResourcesFit", 1),
-    # ("PodTopologySpread", 2): kube-scheduler's default, not implemented in ksched yet.
+    ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),

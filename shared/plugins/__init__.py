@@ -22,7 +22,7 @@ MODULES: dict[str, str] = {
     "NodeResourcesBalancedAllocation": "balancedallocation",
     "ImageLocality": "imagelocality",
     "InterPodAffinity": "interpodaffinity",
-    # PodTopologySpread: not in yet (see docs/framework.md); the profile omits it.
+    "PodTopologySpread": "podtopologyspread",
     "DefaultBinder": "defaultbinder",
 }
 
