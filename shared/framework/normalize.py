@@ -17,3 +17,8 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeS
         s.score = max_priority * s.score // top
         if reverse:
             s.score = max_priority - s.score
+
+
+def go_round(x: float) -> int:
+    """Go's math.Round: half away from zero (Python's round() is half to even)."""
+    return int(x + 0.5) if x >= 0 else -int(-x + 0.5)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from shared.api.models import (
     LabelSelector,
+    LabelSelectorRequirement,
     NodeSelector,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -20,17 +21,18 @@ def label_selector_matches(selector: LabelSelector | None, labels: Mapping[str, 
     for key, value in selector.match_labels.items():
         if labels.get(key) != value:
             return False
-    for req in selector.match_expressions:
-        present = req.key in labels
-        if req.operator == "In" and not (present and labels[req.key] in req.values):
-            return False
-        if req.operator == "NotIn" and present and labels[req.key] in req.values:
-            return False
-        if req.operator == "Exists" and not present:
-            return False
-        if req.operator == "DoesNotExist" and present:
-            return False
-    return True
+    return all(label_requirement_matches(r, labels) for r in selector.match_expressions)
+
+
+def label_requirement_matches(req: LabelSelectorRequirement, labels: Mapping[str, str]) -> bool:
+    present = req.key in labels
+    if req.operator == "In":
+        return present and labels[req.key] in req.values
+    if req.operator == "NotIn":
+        return not present or labels[req.key] not in req.values
+    if req.operator == "Exists":
+        return present
+    return not present  # DoesNotExist
 
 
 def _requirement_matches(req: NodeSelectorRequirement, values: Mapping[str, str]) -> bool:

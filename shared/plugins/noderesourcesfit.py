@@ -30,6 +30,7 @@ from shared.framework.interface import (
     ScoreExtensions,
     ScorePlugin,
 )
+from shared.framework.normalize import go_round
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
@@ -310,11 +311,6 @@ def go_div(a: int, b: int) -> int:
     """Go's integer division, which truncates toward zero."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
-
-
-def go_round(x: float) -> int:
-    """Go's math.Round: half away from zero (Python's round() is half to even)."""
-    return int(x + 0.5) if x >= 0 else -int(-x + 0.5)
 
 
 def least_requested_score(requested: int, capacity: int) -> int:
