@@ -3,7 +3,7 @@
 DoNotSchedule constraints filter (skew over maxSkew, or a node missing a topology
 key); ScheduleAnyway constraints score. Pods without constraints get the
 default constraints (System: hostname maxSkew 3 and zone maxSkew 5, both
-ScheduleAnyway, with a selector from the Services that select the pod).
+ScheduleAnyway), with a selector from the Services that select the pod.
 
 Implements: PreFilterPlugin (+ PreFilterExtensions), FilterPlugin, PreScorePlugin,
 ScorePlugin (+ NormalizeScore), EnqueueExtensions.
@@ -12,9 +12,10 @@ ScorePlugin (+ NormalizeScore), EnqueueExtensions.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationError
 
@@ -38,7 +39,7 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.normalize import go_round
-from shared.framework.selectors import label_requirement_matches
+from shared.framework.selectors import label_selector_matches
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
@@ -51,103 +52,207 @@ ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread con
 ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 LABEL_ZONE = "topology.kubernetes.io/zone"
+DO_NOT_SCHEDULE: Final = "DoNotSchedule"
+SCHEDULE_ANYWAY: Final = "ScheduleAnyway"
+SYSTEM_DEFAULTING = "System"
+LIST_DEFAULTING = "List"
 SYSTEM_DEFAULT_CONSTRAINTS = (
     TopologySpreadConstraint(
-        max_skew=3, topology_key=LABEL_HOSTNAME, when_unsatisfiable="ScheduleAnyway"
+        max_skew=3, topology_key=LABEL_HOSTNAME, when_unsatisfiable=SCHEDULE_ANYWAY
     ),
     TopologySpreadConstraint(
-        max_skew=5, topology_key=LABEL_ZONE, when_unsatisfiable="ScheduleAnyway"
+        max_skew=5, topology_key=LABEL_ZONE, when_unsatisfiable=SCHEDULE_ANYWAY
     ),
 )
+_MAX_INT32 = 2**31 - 1
 _PRE_FILTER = StateKey["PreFilterState"]("PreFilter" + NAME)
 _PRE_SCORE = StateKey["PreScoreState"]("PreScore" + NAME)
 
 
-@dataclass(frozen=True)
-class Selector:
-    """labels.Selector: `nothing` matches no pod; an empty one matches every pod but,
-    as upstream's countPodsMatchSelector, counts none."""
-
-    nothing: bool = False
-    equals: tuple[tuple[str, str], ...] = ()
-    exprs: tuple[LabelSelectorRequirement, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return not self.nothing and not self.equals and not self.exprs
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        if self.nothing:
-            return False
-        if any(labels.get(k) != v for k, v in self.equals):
-            return False
-        return all(label_requirement_matches(e, labels) for e in self.exprs)
+# --- constraints ------------------------------------------------------------------
 
 
-def selector_of(sel: LabelSelector | None) -> Selector:
-    if sel is None:
-        return Selector(nothing=True)
-    return Selector(False, tuple(sel.match_labels.items()), tuple(sel.match_expressions))
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Constraint:
+    """topologySpreadConstraint: a constraint with its selector resolved.
+
+    `selector` None is labels.Nothing() (a constraint without labelSelector)."""
+
     max_skew: int
     topology_key: str
-    selector: Selector
+    selector: LabelSelector | None
     min_domains: int = 1
     node_affinity_policy: str = "Honor"
     node_taints_policy: str = "Ignore"
 
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return label_selector_matches(self.selector, labels)
+
+    @property
+    def selector_empty(self) -> bool:
+        """labels.Selector.Empty(): no requirements (Nothing is not empty)."""
+        sel = self.selector
+        return sel is not None and not sel.match_labels and not sel.match_expressions
+
     def includes(self, pod: PodInfo, node: NodeInfo) -> bool:
-        """matchNodeInclusionPolicies."""
+        """matchNodeInclusionPolicies: whether the node's domain counts for this pod."""
         if self.node_affinity_policy == "Honor" and not required_node_affinity_matches(pod, node):
             return False
         if self.node_taints_policy == "Honor":
+            # DoNotScheduleTaintsFilterFunc: PreferNoSchedule taints never exclude a node.
             hard = [t for t in node.node.spec.taints if t.effect in ("NoSchedule", "NoExecute")]
             if untolerated(hard, pod.pod.spec.tolerations) is not None:
                 return False
         return True
 
+    def with_selector(self, selector: LabelSelector) -> Constraint:
+        return Constraint(
+            self.max_skew,
+            self.topology_key,
+            selector,
+            self.min_domains,
+            self.node_affinity_policy,
+            self.node_taints_policy,
+        )
 
-def count_matching(node: NodeInfo, selector: Selector, namespace: str) -> int:
-    """countPodsMatchSelector: terminating pods and other namespaces do not count."""
-    if selector.empty:
+
+def _merge_match_label_keys(
+    selector: LabelSelector | None, keys: list[str], pod_labels: Mapping[str, str]
+) -> LabelSelector | None:
+    """mergeLabelSetWithSelector: the pod's values of matchLabelKeys become requirements
+    added to the selector (ANDed, so a conflicting matchLabels value matches nothing)."""
+    extra = [
+        LabelSelectorRequirement(key=k, operator="In", values=[pod_labels[k]])
+        for k in keys
+        if k in pod_labels
+    ]
+    if not extra or selector is None:  # Nothing has no requirements to merge into
+        return selector
+    return LabelSelector(
+        match_labels=dict(selector.match_labels),
+        match_expressions=[*selector.match_expressions, *extra],
+    )
+
+
+def filter_constraints(
+    raw: list[TopologySpreadConstraint], pod_labels: Mapping[str, str], action: str
+) -> list[Constraint]:
+    """filterTopologySpreadConstraints: the constraints of one whenUnsatisfiable action."""
+    return [
+        Constraint(
+            c.max_skew,
+            c.topology_key,
+            _merge_match_label_keys(c.label_selector, c.match_label_keys, pod_labels),
+            c.min_domains or 1,
+            c.node_affinity_policy or "Honor",
+            c.node_taints_policy or "Ignore",
+        )
+        for c in raw
+        if c.when_unsatisfiable == action
+    ]
+
+
+def default_selector(pod: PodInfo, services: list[dict[str, Any]]) -> LabelSelector:
+    """helper.DefaultSelector over Services: the merged selectors of the Services in the
+    pod's namespace that select it (a Service with a nil selector selects nothing)."""
+    merged: dict[str, str] = {}
+    labels = pod.pod.metadata.labels
+    for svc in services:
+        meta = svc.get("metadata") or {}
+        if (meta.get("namespace") or "default") != pod.pod.metadata.namespace:
+            continue
+        selector = (svc.get("spec") or {}).get("selector")
+        if selector is None:
+            continue
+        if all(labels.get(k) == v for k, v in selector.items()):
+            merged.update(selector)
+    return LabelSelector(match_labels=merged)
+
+
+def has_all_keys(labels: Mapping[str, str], constraints: list[Constraint]) -> bool:
+    """nodeLabelsMatchSpreadConstraints."""
+    return all(c.topology_key in labels for c in constraints)
+
+
+def count_matching(node: NodeInfo, constraint: Constraint, namespace: str) -> int:
+    """countPodsMatchSelector: an empty selector counts nothing; terminating pods and
+    pods of other namespaces do not count."""
+    if constraint.selector_empty:
         return 0
     return sum(
         1
         for p in node.pods.values()
         if p.pod.metadata.deletion_timestamp is None
         and p.pod.metadata.namespace == namespace
-        and selector.matches(p.pod.metadata.labels)
+        and constraint.matches(p.pod.metadata.labels)
     )
 
 
-def has_all_keys(labels: Mapping[str, str], constraints: list[Constraint]) -> bool:
-    return all(c.topology_key in labels for c in constraints)
+# --- PreFilter state ----------------------------------------------------------------
+
+
+class CriticalPaths:
+    """criticalPaths: the two domains with the fewest matching pods; [0] holds the global
+    minimum. Exact when, as in preemption, AddPod/RemovePod touch a single node."""
+
+    __slots__ = ("nums", "values")
+
+    def __init__(self) -> None:
+        self.values = ["", ""]
+        self.nums = [_MAX_INT32, _MAX_INT32]
+
+    def update(self, value: str, num: int) -> None:
+        if value in (self.values[0], self.values[1]):
+            i = 0 if value == self.values[0] else 1
+            self.nums[i] = num
+            if self.nums[0] > self.nums[1]:
+                self.values.reverse()
+                self.nums.reverse()
+        elif num < self.nums[0]:
+            self.values = [value, self.values[0]]
+            self.nums = [num, self.nums[0]]
+        elif num < self.nums[1]:
+            self.values[1], self.nums[1] = value, num
+
+    def clone(self) -> CriticalPaths:
+        copy = CriticalPaths()
+        copy.values, copy.nums = list(self.values), list(self.nums)
+        return copy
 
 
 @dataclass
 class PreFilterState:
     constraints: list[Constraint] = field(default_factory=list)
-    counts: list[dict[str, int]] = field(default_factory=list)  # per constraint: domain -> pods
+    # Per constraint: domain (topology value) -> matching pods (TpValueToMatchNum).
+    counts: list[dict[str, int]] = field(default_factory=list)
+    paths: list[CriticalPaths] = field(default_factory=list)
 
     def min_match(self, i: int) -> int:
-        counts = self.counts[i]
-        if len(counts) < self.constraints[i].min_domains or not counts:
-            return 0  # fewer eligible domains than minDomains: the global minimum is 0
-        return min(counts.values())
+        """minMatchNum: fewer eligible domains than minDomains make the global minimum 0."""
+        if len(self.counts[i]) < self.constraints[i].min_domains:
+            return 0
+        return self.paths[i].nums[0]
+
+    def add(self, i: int, value: str, delta: int) -> None:
+        self.counts[i][value] = self.counts[i].get(value, 0) + delta
+        self.paths[i].update(value, self.counts[i][value])
 
     def clone(self) -> PreFilterState:
-        return PreFilterState(list(self.constraints), [dict(c) for c in self.counts])
+        return PreFilterState(
+            self.constraints, [dict(c) for c in self.counts], [p.clone() for p in self.paths]
+        )
 
 
 @dataclass
 class PreScoreState:
     constraints: list[Constraint] = field(default_factory=list)
-    ignored: set[str] = field(default_factory=set)
+    ignored: set[str] = field(default_factory=set)  # nodes missing a topology key
+    # Per constraint: domain of a scored node -> matching pods (none for hostname).
     counts: list[dict[str, int]] = field(default_factory=list)
-    weights: list[float] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)  # topologyNormalizingWeight
+
+
+# --- plugin -------------------------------------------------------------------------
 
 
 class PodTopologySpread(
@@ -162,92 +267,47 @@ class PodTopologySpread(
         self.defaults = defaults
         self.system_defaulted = system_defaulted
 
-    # --- constraints ------------------------------------------------------------
-
-    def _filter_constraints(
-        self, raw: list[TopologySpreadConstraint], pod: PodInfo, action: str
-    ) -> list[Constraint]:
-        out = []
-        labels = pod.pod.metadata.labels
-        for c in raw:
-            if c.when_unsatisfiable != action:
-                continue
-            selector = selector_of(c.label_selector)
-            extra = tuple((k, labels[k]) for k in c.match_label_keys if k in labels)
-            if extra and not selector.nothing:  # a nil selector stays Nothing, as upstream
-                selector = Selector(False, selector.equals + extra, selector.exprs)
-            out.append(
-                Constraint(
-                    c.max_skew,
-                    c.topology_key,
-                    selector,
-                    c.min_domains or 1,
-                    c.node_affinity_policy or "Honor",
-                    c.node_taints_policy or "Ignore",
-                )
-            )
-        return out
-
     def _constraints(self, pod: PodInfo, action: str) -> list[Constraint]:
-        if pod.pod.spec.topology_spread_constraints:
-            return self._filter_constraints(pod.pod.spec.topology_spread_constraints, pod, action)
-        constraints = self._filter_constraints(self.defaults, pod, action)
-        if not constraints:
-            return []
-        selector = self._default_selector(pod)
-        if selector.empty:
-            return []
-        return [
-            Constraint(
-                c.max_skew,
-                c.topology_key,
-                selector,
-                c.min_domains,
-                c.node_affinity_policy,
-                c.node_taints_policy,
-            )
-            for c in constraints
-        ]
-
-    def _default_selector(self, pod: PodInfo) -> Selector:
-        """helper.DefaultSelector: the union of the selectors of Services selecting the pod."""
-        merged: dict[str, str] = {}
+        """The pod's own constraints, else buildDefaultConstraints (only with a non-empty
+        default selector)."""
         labels = pod.pod.metadata.labels
-        for svc in self.handle.snapshot.objects.services:
-            meta = svc.get("metadata") or {}
-            if (meta.get("namespace") or "default") != pod.pod.metadata.namespace:
-                continue
-            sel = (svc.get("spec") or {}).get("selector")
-            if sel is None:
-                continue  # a Service without a selector selects nothing
-            if all(labels.get(k) == v for k, v in sel.items()):
-                merged.update(sel)
-        return Selector(False, tuple(merged.items()), ())
-
-    # --- PreFilter / Filter -----------------------------------------------------
-
-    def _pre_filter_state(self, pod: PodInfo) -> PreFilterState:
-        constraints = self._constraints(pod, "DoNotSchedule")
-        state = PreFilterState(constraints, [{} for _ in constraints])
+        if pod.pod.spec.topology_spread_constraints:
+            return filter_constraints(pod.pod.spec.topology_spread_constraints, labels, action)
+        constraints = filter_constraints(self.defaults, labels, action)
         if not constraints:
-            return state
+            return []
+        selector = default_selector(pod, self.handle.snapshot.objects.services)
+        if not selector.match_labels:
+            return []
+        return [c.with_selector(selector) for c in constraints]
+
+    # --- PreFilter / Filter ---------------------------------------------------------
+
+    def _pre_filter_state(self, pod: PodInfo, nodes: list[NodeInfo]) -> PreFilterState:
+        """calPreFilterState: matching pods per domain over nodes having every key."""
+        constraints = self._constraints(pod, DO_NOT_SCHEDULE)
+        s = PreFilterState(constraints, [{} for _ in constraints])
         namespace = pod.pod.metadata.namespace
-        for node in self.handle.snapshot.nodes:
+        for node in nodes:
             if not has_all_keys(node.labels, constraints):
                 continue
             for i, c in enumerate(constraints):
-                if not c.includes(pod, node):
-                    continue
-                value = node.labels[c.topology_key]
-                state.counts[i][value] = state.counts[i].get(value, 0) + count_matching(
-                    node, c.selector, namespace
-                )
-        return state
+                if c.includes(pod, node):
+                    value = node.labels[c.topology_key]
+                    s.counts[i][value] = s.counts[i].get(value, 0) + count_matching(
+                        node, c, namespace
+                    )
+        for counts in s.counts:
+            paths = CriticalPaths()
+            for value, num in counts.items():
+                paths.update(value, num)
+            s.paths.append(paths)
+        return s
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status]:
-        s = self._pre_filter_state(pod)
+        s = self._pre_filter_state(pod, nodes)
         if not s.constraints:
             return None, Status(Code.SKIP)
         state.write(_PRE_FILTER, s)
@@ -259,32 +319,33 @@ class PodTopologySpread(
     def add_pod(
         self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo
     ) -> Status:
-        return self._update(state, pod, pod_to_add, node, 1)
+        return self._update_with_pod(state, pod, pod_to_add, node, 1)
 
     def remove_pod(
         self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo
     ) -> Status:
-        return self._update(state, pod, pod_to_remove, node, -1)
+        return self._update_with_pod(state, pod, pod_to_remove, node, -1)
 
-    def _update(
-        self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo, delta: int
+    def _update_with_pod(
+        self, state: CycleState, pod: PodInfo, updated: PodInfo, node: NodeInfo, delta: int
     ) -> Status:
         s = state.read(_PRE_FILTER)
-        if s is None or other.pod.metadata.namespace != pod.pod.metadata.namespace:
+        if s is None:
+            return Status(Code.ERROR, [f'reading "PreFilter{NAME}" from cycleState: not found'])
+        if updated.pod.metadata.namespace != pod.pod.metadata.namespace:
             return SUCCESS
         if node.raw_node is None or not has_all_keys(node.labels, s.constraints):
             return SUCCESS
+        labels = updated.pod.metadata.labels
         for i, c in enumerate(s.constraints):
-            if not c.selector.matches(other.pod.metadata.labels) or not c.includes(pod, node):
-                continue
-            value = node.labels[c.topology_key]
-            s.counts[i][value] = s.counts[i].get(value, 0) + delta
+            if c.matches(labels) and c.includes(pod, node):
+                s.add(i, node.labels[c.topology_key], delta)
         return SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         s = state.read(_PRE_FILTER)
-        if s is None:
-            s = self._pre_filter_state(pod)
+        if s is None:  # PreFilter did not run: compute what it would have
+            s = self._pre_filter_state(pod, self.handle.snapshot.nodes)
         labels = pod.pod.metadata.labels
         for i, c in enumerate(s.constraints):
             value = node.labels.get(c.topology_key)
@@ -292,41 +353,45 @@ class PodTopologySpread(
                 return Status(
                     Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_NODE_LABEL_NOT_MATCH]
                 )
-            self_match = 1 if c.selector.matches(labels) else 0
+            self_match = 1 if c.matches(labels) else 0
             skew = s.counts[i].get(value, 0) + self_match - s.min_match(i)
             if skew > c.max_skew:
                 return Status(Code.UNSCHEDULABLE, [ERR_REASON_CONSTRAINTS_NOT_MATCH])
         return SUCCESS
 
-    # --- PreScore / Score -------------------------------------------------------
+    # --- PreScore / Score -----------------------------------------------------------
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
         all_nodes = self.handle.snapshot.nodes
-        if not nodes or not all_nodes:
-            return SUCCESS
-        s = self._pre_score_state(pod, nodes)
+        if not all_nodes:
+            return Status(Code.SKIP)
+        # Only non-system-default spreading requires every topology key on a node, so
+        # that nodes without a zone label still get hostname spreading.
+        require_all = bool(pod.pod.spec.topology_spread_constraints) or not self.system_defaulted
+        s = self._init_pre_score_state(pod, nodes, require_all)
         if not s.constraints:
             return Status(Code.SKIP)
         namespace = pod.pod.metadata.namespace
-        require_all = bool(pod.pod.spec.topology_spread_constraints) or not self.system_defaulted
-        for node in all_nodes:
+        for node in all_nodes:  # filtered-out nodes count toward their domains too
             if require_all and not has_all_keys(node.labels, s.constraints):
                 continue
             for i, c in enumerate(s.constraints):
                 if not c.includes(pod, node):
                     continue
                 value = node.labels.get(c.topology_key, "")
-                if value not in s.counts[i]:
-                    continue  # a domain of no candidate node, or a per-node (hostname) count
-                s.counts[i][value] += count_matching(node, c.selector, namespace)
+                # Domains of no scored node are skipped; hostname counts come in Score.
+                if value in s.counts[i]:
+                    s.counts[i][value] += count_matching(node, c, namespace)
         state.write(_PRE_SCORE, s)
         return SUCCESS
 
-    def _pre_score_state(self, pod: PodInfo, nodes: list[NodeInfo]) -> PreScoreState:
-        s = PreScoreState(self._constraints(pod, "ScheduleAnyway"))
+    def _init_pre_score_state(
+        self, pod: PodInfo, nodes: list[NodeInfo], require_all: bool
+    ) -> PreScoreState:
+        """initPreScoreState: ignored nodes, scored domains and their weights."""
+        s = PreScoreState(self._constraints(pod, SCHEDULE_ANYWAY))
         if not s.constraints:
             return s
-        require_all = bool(pod.pod.spec.topology_spread_constraints) or not self.system_defaulted
         s.counts = [{} for _ in s.constraints]
         for node in nodes:
             if require_all and not has_all_keys(node.labels, s.constraints):
@@ -344,7 +409,9 @@ class PodTopologySpread(
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
         s = state.read(_PRE_SCORE)
-        if s is None or node.name in s.ignored:
+        if s is None:
+            return 0, _missing_pre_score_state()
+        if node.name in s.ignored:
             return 0, SUCCESS
         total = 0.0
         namespace = pod.pod.metadata.namespace
@@ -353,22 +420,22 @@ class PodTopologySpread(
             if value is None:
                 continue
             if c.topology_key == LABEL_HOSTNAME:
-                count = count_matching(node, c.selector, namespace)
+                count = count_matching(node, c, namespace)
             else:
                 count = s.counts[i].get(value, 0)
-            total += count * s.weights[i] + (c.max_skew - 1)
+            total += count * s.weights[i] + (c.max_skew - 1)  # scoreForCount
         return go_round(total), SUCCESS
 
     def score_extensions(self) -> PodTopologySpread:
         return self
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
+        """Fewer matching pods score higher: MaxNodeScore*(max+min-s)/max; ignored nodes 0."""
         s = state.read(_PRE_SCORE)
         if s is None:
-            return SUCCESS
+            return _missing_pre_score_state()
         counted = [x.score for x in scores if x.name not in s.ignored]
-        low = min(counted, default=0)
-        high = max(counted, default=0)
+        low, high = min(counted, default=0), max(counted, default=0)
         for x in scores:
             if x.name in s.ignored:
                 x.score = 0
@@ -379,9 +446,13 @@ class PodTopologySpread(
         return SUCCESS
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
+        # Assigned pods appearing, relabelled or leaving change domain counts; a new
+        # toleration matters with nodeTaintsPolicy Honor; nodes added, removed,
+        # relabelled or retainted change the domains.
         return [
             ClusterEventWithHint(ClusterEvent("Pod", "Add")),
             ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodLabel")),
+            ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodToleration")),
             ClusterEventWithHint(ClusterEvent("Pod", "Delete")),
             ClusterEventWithHint(ClusterEvent("Node", "Add")),
             ClusterEventWithHint(ClusterEvent("Node", "Delete")),
@@ -390,43 +461,108 @@ class PodTopologySpread(
         ]
 
 
+def _missing_pre_score_state() -> Status:
+    return Status(Code.ERROR, [f'error reading "PreScore{NAME}" from cycleState: not found'])
+
+
+# --- args ---------------------------------------------------------------------------
+
+_CONSTRAINT_FIELDS = (
+    "maxSkew",
+    "topologyKey",
+    "whenUnsatisfiable",
+    "labelSelector",
+    "minDomains",
+    "nodeAffinityPolicy",
+    "nodeTaintsPolicy",
+    "matchLabelKeys",
+)
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+
+
 def new(args: dict[str, Any], handle: Handle) -> PodTopologySpread:
     reject_unknown(NAME, args, ("defaultConstraints", "defaultingType"))
-    defaulting = args.get("defaultingType") or "System"
-    if defaulting not in ("System", "List"):
-        raise arg_error(NAME, "defaultingType", f"must be System or List, got {defaulting!r}")
-    raw = args.get("defaultConstraints") or []
-    if defaulting == "System":
-        if raw:
-            raise arg_error(
-                NAME, "defaultConstraints", "must be empty when defaultingType is System"
-            )
-        return PodTopologySpread(handle, list(SYSTEM_DEFAULT_CONSTRAINTS), True)
-    return PodTopologySpread(handle, _parse_defaults(raw), False)
-
-
-def _parse_defaults(raw: Any) -> list[TopologySpreadConstraint]:
+    defaulting = args.get("defaultingType") or SYSTEM_DEFAULTING  # SetDefaults
+    raw = args.get("defaultConstraints")
+    if raw is None:
+        raw = []
     if not isinstance(raw, list):
         raise arg_error(NAME, "defaultConstraints", "must be a list")
-    out: list[TopologySpreadConstraint] = []
-    seen: set[tuple[str, str]] = set()
-    for i, item in enumerate(raw):
-        where = f"defaultConstraints[{i}]"
-        if isinstance(item, dict) and item.get("labelSelector") is not None:
-            raise arg_error(
-                NAME,
-                f"{where}.labelSelector",
-                "constraint must not define a selector, as they deduced for each pod",
-            )
-        try:
-            c = TopologySpreadConstraint.model_validate(item)
-        except ValidationError as err:
-            raise arg_error(NAME, where, describe_validation_error(err)) from None
-        if not c.topology_key:
-            raise arg_error(NAME, f"{where}.topologyKey", "must not be empty")
-        pair = (c.topology_key, c.when_unsatisfiable)
-        if pair in seen:
-            raise arg_error(NAME, where, f"duplicate {{{c.topology_key}, {c.when_unsatisfiable}}}")
-        seen.add(pair)
-        out.append(c)
-    return out
+    if defaulting not in (SYSTEM_DEFAULTING, LIST_DEFAULTING):
+        raise arg_error(
+            NAME,
+            "defaultingType",
+            f'Unsupported value: "{defaulting}": supported values: "System", "List"',
+        )
+    if defaulting == SYSTEM_DEFAULTING and raw:
+        raise arg_error(
+            NAME,
+            "defaultingType",
+            'Invalid value: "System": when .defaultConstraints are not empty',
+        )
+    constraints = [_parse_default_constraint(raw, i) for i in range(len(raw))]
+    if defaulting == SYSTEM_DEFAULTING:
+        return PodTopologySpread(handle, list(SYSTEM_DEFAULT_CONSTRAINTS), True)
+    return PodTopologySpread(handle, constraints, False)
+
+
+def _parse_default_constraint(raw: list[Any], i: int) -> TopologySpreadConstraint:
+    """ValidatePodTopologySpreadArgs for defaultConstraints[i]."""
+    where = f"defaultConstraints[{i}]"
+    item = raw[i]
+    if not isinstance(item, dict):
+        raise arg_error(NAME, where, "must be a mapping")
+    for key in item:
+        if key not in _CONSTRAINT_FIELDS:
+            raise arg_error(NAME, f"{where}.{key}", "unknown field")
+    max_skew = item.get("maxSkew", 0)
+    if not isinstance(max_skew, int) or isinstance(max_skew, bool) or max_skew <= 0:
+        raise arg_error(
+            NAME, f"{where}.maxSkew", f"Invalid value: {max_skew}: not in valid range (0, inf)"
+        )
+    _validate_topology_key(f"{where}.topologyKey", item.get("topologyKey"))
+    action = item.get("whenUnsatisfiable") or ""
+    if not action:
+        raise arg_error(NAME, f"{where}.whenUnsatisfiable", "Required value: can not be empty")
+    if action not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+        raise arg_error(
+            NAME,
+            f"{where}.whenUnsatisfiable",
+            f'Unsupported value: "{action}": supported values: "DoNotSchedule", "ScheduleAnyway"',
+        )
+    if item.get("labelSelector") is not None:
+        raise arg_error(
+            NAME,
+            f"{where}.labelSelector",
+            "Forbidden: constraint must not define a selector, as they deduced for each pod",
+        )
+    for other in raw[:i]:
+        if (
+            isinstance(other, dict)
+            and other.get("topologyKey") == item["topologyKey"]
+            and other.get("whenUnsatisfiable") == action
+        ):
+            raise arg_error(NAME, where, f'Duplicate value: "{{{item["topologyKey"]}, {action}}}"')
+    try:
+        return TopologySpreadConstraint.model_validate(item)
+    except ValidationError as err:
+        raise arg_error(NAME, where, describe_validation_error(err)) from None
+
+
+def _validate_topology_key(path: str, key: Any) -> None:
+    """validateTopologyKey: required, and a qualified label name ([prefix/]name)."""
+    if not key:
+        raise arg_error(NAME, path, "Required value: can not be empty")
+    if not isinstance(key, str):
+        raise arg_error(NAME, path, f"Invalid value: {key!r}: must be a string")
+    prefix, _, name = key.rpartition("/")
+    ok = len(name) <= 63 and _QUALIFIED_NAME.match(name) is not None
+    if "/" in key:
+        ok = ok and 0 < len(prefix) <= 253 and _DNS1123_SUBDOMAIN.match(prefix) is not None
+    if not ok:
+        raise arg_error(
+            NAME, path, f'Invalid value: "{key}": must be a valid label key ([prefix/]name)'
+        )
