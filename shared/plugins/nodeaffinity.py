@@ -7,13 +7,16 @@ EnqueueExtensions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from shared.api.models import NodeAffinity as NodeAffinityTerms
-from shared.api.models import NodeSelector, PreferredSchedulingTerm, describe_validation_error
-from shared.framework.cycle_state import CycleState
+from shared.api.models import NodeSelector, NodeSelectorTerm, describe_validation_error
+from shared.config import ConfigError
+from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.interface import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -27,7 +30,15 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.normalize import default_normalize_score
-from shared.framework.selectors import node_selector_matches, node_selector_term_matches
+from shared.framework.selectors import (
+    OBJECT_NAME_FIELD,
+    ParsedNodeSelector,
+    PreferredTerms,
+    aggregate,
+    not_supported,
+    parse_node_selector,
+    parse_preferred_terms,
+)
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
@@ -37,97 +48,154 @@ NAME = "NodeAffinity"
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"
-OBJECT_NAME_FIELD = "metadata.name"
+
+_REQUIRED_KEY = f"{NAME}.required"  # PodInfo.derived keys
+_PREFERRED_KEY = f"{NAME}.preferred"
 
 
-def _required(pod: PodInfo) -> NodeSelector | None:
+@dataclass(frozen=True)
+class RequiredNodeAffinity:
+    """nodeaffinity.RequiredNodeAffinity: the pod's nodeSelector AND its required terms.
+
+    Terms that fail to parse match no node (kube-scheduler ignores the parse errors here).
+    """
+
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity: ParsedNodeSelector | None = None
+
+    def matches(self, node: NodeInfo) -> bool:
+        labels = node.labels
+        # labels.SelectorFromSet: every key present with an equal value.
+        if any(labels.get(k) != v for k, v in self.node_selector.items()):
+            return False
+        return self.affinity is None or self.affinity.matches(labels, node.name)
+
+
+@dataclass(frozen=True)
+class _PreScoreState:
+    preferred: PreferredTerms | None
+
+
+_PRE_FILTER_KEY = StateKey[RequiredNodeAffinity]("PreFilter" + NAME)
+_PRE_SCORE_KEY = StateKey[_PreScoreState]("PreScore" + NAME)
+
+
+def _required_selector(pod: PodInfo) -> NodeSelector | None:
     aff = pod.pod.spec.affinity
     na = aff.node_affinity if aff is not None else None
     return na.required_during_scheduling_ignored_during_execution if na is not None else None
 
 
-def _preferred(pod: PodInfo) -> list[PreferredSchedulingTerm]:
-    aff = pod.pod.spec.affinity
-    na = aff.node_affinity if aff is not None else None
-    return na.preferred_during_scheduling_ignored_during_execution if na is not None else []
+def required_node_affinity(pod: PodInfo) -> RequiredNodeAffinity:
+    """nodeaffinity.GetRequiredNodeAffinity, parsed once per pod."""
+    cached: RequiredNodeAffinity | None = pod.derived.get(_REQUIRED_KEY)
+    if cached is None:
+        selector = _required_selector(pod)
+        parsed = parse_node_selector(selector) if selector is not None else None
+        cached = RequiredNodeAffinity(dict(pod.pod.spec.node_selector), parsed)
+        pod.derived[_REQUIRED_KEY] = cached
+    return cached
 
 
 def required_node_affinity_matches(pod: PodInfo, node: NodeInfo) -> bool:
-    """nodeaffinity.GetRequiredNodeAffinity(pod).Match: nodeSelector AND required terms."""
-    labels = node.labels
-    if any(labels.get(k) != v for k, v in pod.pod.spec.node_selector.items()):
-        return False
-    required = _required(pod)
-    return required is None or node_selector_matches(required, labels, node.name)
+    """GetRequiredNodeAffinity(pod).Match(node), parse errors ignored (also used by
+    PodTopologySpread's nodeAffinityPolicy: Honor)."""
+    return required_node_affinity(pod).matches(node)
 
 
-def preferred_score(terms: list[PreferredSchedulingTerm], node: NodeInfo) -> int:
-    """Sum of the weights of matching terms; zero-weight and empty terms never count."""
-    fields = {OBJECT_NAME_FIELD: node.name}
-    total = 0
+def preferred_node_affinity(pod: PodInfo) -> tuple[PreferredTerms | None, str | None]:
+    """getPodPreferredNodeAffinity: (terms, None), (None, None) when the pod has no
+    preferred terms, or (None, error message) when a term does not parse."""
+    cached: tuple[PreferredTerms | None, str | None] | None = pod.derived.get(_PREFERRED_KEY)
+    if cached is None:
+        aff = pod.pod.spec.affinity
+        na = aff.node_affinity if aff is not None else None
+        terms = na.preferred_during_scheduling_ignored_during_execution if na else []
+        if not terms:
+            cached = (None, None)
+        else:
+            parsed, errs = parse_preferred_terms(terms)
+            cached = (None, aggregate(errs)) if errs else (parsed, None)
+        pod.derived[_PREFERRED_KEY] = cached
+    return cached
+
+
+def _node_names(terms: list[NodeSelectorTerm]) -> set[str] | None:
+    """The nodes `metadata.name In` fields allow: intersected within a term, united across
+    the ORed terms; None when some term does not restrict the name."""
+    names: set[str] = set()
     for term in terms:
-        pref = term.preference
-        if term.weight == 0 or (not pref.match_expressions and not pref.match_fields):
-            continue
-        if node_selector_term_matches(pref, node.labels, fields):
-            total += term.weight
-    return total
+        term_names: set[str] | None = None
+        for req in term.match_fields:
+            if req.key == OBJECT_NAME_FIELD and req.operator == "In":
+                values = set(req.values)
+                term_names = values if term_names is None else term_names & values
+        if term_names is None:
+            return None
+        names |= term_names
+    return names
 
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
     name = NAME
 
-    def __init__(self, added: NodeAffinityTerms | None) -> None:
-        self.added_selector = (
-            added.required_during_scheduling_ignored_during_execution if added else None
-        )
-        self.added_preferred = (
-            added.preferred_during_scheduling_ignored_during_execution if added else []
-        )
+    def __init__(
+        self, added_selector: ParsedNodeSelector | None, added_preferred: PreferredTerms | None
+    ) -> None:
+        self.added_selector = added_selector
+        self.added_preferred = added_preferred
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status]:
-        required = _required(pod)
+        required = _required_selector(pod)
         if required is None and self.added_selector is None and not pod.pod.spec.node_selector:
             return None, Status(Code.SKIP)
+        state.write(_PRE_FILTER_KEY, required_node_affinity(pod))
         if required is None or not required.node_selector_terms:
             return None, SUCCESS
-        names: set[str] | None = None
-        for term in required.node_selector_terms:
-            term_names: set[str] | None = None
-            for req in term.match_fields:
-                if req.key == OBJECT_NAME_FIELD and req.operator == "In":
-                    values = set(req.values)  # ANDed requirements: intersect
-                    term_names = values if term_names is None else term_names & values
-            if term_names is None:
-                return None, SUCCESS  # an ORed term without a name: every node may match
-            names = term_names if names is None else names | term_names
-        if names is not None and not names:
+        names = _node_names(required.node_selector_terms)
+        if names is None:
+            return None, SUCCESS
+        if not names:  # every term names nodes, but no node satisfies all of a term's names
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_CONFLICT])
-        return (PreFilterResult(names) if names else None), SUCCESS
+        return PreFilterResult(names), SUCCESS
 
     def pre_filter_extensions(self) -> None:
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        if self.added_selector is not None and not node_selector_matches(
-            self.added_selector, node.labels, node.name
+        if self.added_selector is not None and not self.added_selector.matches(
+            node.labels, node.name
         ):
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_ENFORCED])
-        if not required_node_affinity_matches(pod, node):
+        required = state.read(_PRE_FILTER_KEY) or required_node_affinity(pod)
+        if not required.matches(node):
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_POD])
         return SUCCESS
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
-        if nodes and not _preferred(pod) and not self.added_preferred:
+        preferred, err = preferred_node_affinity(pod)
+        if err is not None:
+            return Status(Code.ERROR, [err])
+        if preferred is None and self.added_preferred is None:
             return Status(Code.SKIP)
+        state.write(_PRE_SCORE_KEY, _PreScoreState(preferred))
         return SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
-        return preferred_score(self.added_preferred, node) + preferred_score(
-            _preferred(pod), node
-        ), SUCCESS
+        count = 0
+        if self.added_preferred is not None:
+            count += self.added_preferred.score(node.labels, node.name)
+        pre_score = state.read(_PRE_SCORE_KEY)
+        if pre_score is None:
+            preferred, err = preferred_node_affinity(pod)
+            if err is not None:
+                return 0, Status(Code.ERROR, [err])
+            pre_score = _PreScoreState(preferred)
+        if pre_score.preferred is not None:
+            count += pre_score.preferred.score(node.labels, node.name)
+        return count, SUCCESS
 
     def score_extensions(self) -> NodeAffinity:
         return self
@@ -137,20 +205,89 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
         return SUCCESS
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
+        # With queueing hints (the default), only a new node or new labels can help.
         return [
             ClusterEventWithHint(ClusterEvent("Node", "Add")),
             ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")),
-            ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodLabel")),
         ]
+
+
+# --- args (NodeAffinityArgs) --------------------------------------------------
+
+# The v1 NodeAffinity shape, to refuse unknown fields as kube-scheduler's strict decoding does.
+_LABEL_REQUIREMENT: dict[str, Any] = {"key": None, "operator": None, "values": None}
+_FIELD_REQUIREMENT: dict[str, Any] = dict(_LABEL_REQUIREMENT)
+_TERM: dict[str, Any] = {
+    "matchExpressions": [_LABEL_REQUIREMENT],
+    "matchFields": [_FIELD_REQUIREMENT],
+}
+_AFFINITY: dict[str, Any] = {
+    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [_TERM]},
+    "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": None, "preference": _TERM}],
+}
+_LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+def _shape_error(raw: Any, shape: Any, path: str) -> ConfigError | None:
+    """The first unknown field or unsupported label operator under `path`; types are left
+    to pydantic, matchFields operators to the selector parser (its message lists them)."""
+    if isinstance(shape, list) and isinstance(raw, list):
+        for i, item in enumerate(raw):
+            problem = _shape_error(item, shape[0], f"{path}[{i}]")
+            if problem:
+                return problem
+    elif isinstance(shape, dict) and isinstance(raw, dict):
+        for key, value in raw.items():
+            if key not in shape:
+                return arg_error(NAME, f"{path}.{key}", "unknown field")
+            problem = _shape_error(value, shape[key], f"{path}.{key}")
+            if problem:
+                return problem
+        if shape is _LABEL_REQUIREMENT:
+            return _operator_error(raw.get("operator"), path)
+    return None
+
+
+def _operator_error(operator: Any, path: str) -> ConfigError | None:
+    """As nodeSelectorRequirementsAsSelector reports it (without the supported values)."""
+    if not isinstance(operator, str) or operator in _LABEL_OPERATORS:
+        return None
+    where = path.removeprefix("addedAffinity.")
+    return arg_error(NAME, "addedAffinity", not_supported(f"{where}.operator", operator))
+
+
+def _parse_added_affinity(raw: Any) -> tuple[ParsedNodeSelector | None, PreferredTerms | None]:
+    """ValidateNodeAffinityArgs, then what New keeps of the added affinity."""
+    problem = _shape_error(raw, _AFFINITY, "addedAffinity")
+    if problem:
+        raise problem
+    try:
+        added = NodeAffinityTerms.model_validate(raw, strict=True)
+    except ValidationError as err:
+        raise arg_error(NAME, "addedAffinity", describe_validation_error(err)) from None
+    errs: list[str] = []
+    selector = None
+    required = added.required_during_scheduling_ignored_during_execution
+    if required is not None:
+        selector = parse_node_selector(required, "requiredDuringSchedulingIgnoredDuringExecution")
+        errs += selector.errors
+    preferred = None
+    terms = added.preferred_during_scheduling_ignored_during_execution
+    if terms:
+        preferred, pref_errs = parse_preferred_terms(
+            terms, "preferredDuringSchedulingIgnoredDuringExecution"
+        )
+        errs += pref_errs
+    if errs:
+        raise arg_error(NAME, "addedAffinity", aggregate(errs))
+    return selector, preferred
 
 
 def new(args: dict[str, Any], handle: Handle) -> NodeAffinity:
     reject_unknown(NAME, args, ("addedAffinity",))
     raw = args.get("addedAffinity")
     if raw is None:
-        return NodeAffinity(None)
-    try:
-        added = NodeAffinityTerms.model_validate(raw)
-    except ValidationError as err:
-        raise arg_error(NAME, "addedAffinity", describe_validation_error(err)) from None
-    return NodeAffinity(added)
+        return NodeAffinity(None, None)
+    if not isinstance(raw, dict):
+        raise arg_error(NAME, "addedAffinity", "must be a NodeAffinity object")
+    return NodeAffinity(*_parse_added_affinity(raw))

@@ -1,6 +1,6 @@
 """NodeName: a pod that names its node (spec.nodeName) fits only there.
 
-Implements: FilterPlugin, EnqueueExtensions.
+Implements: PreFilterPlugin, FilterPlugin, EnqueueExtensions.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from shared.framework.interface import (
     ClusterEventWithHint,
     EnqueueExtensions,
     FilterPlugin,
+    PreFilterPlugin,
+    PreFilterResult,
 )
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
@@ -23,16 +25,31 @@ NAME = "NodeName"
 ERR_REASON = "node(s) didn't match the requested node name"
 
 
-class NodeName(FilterPlugin, EnqueueExtensions):
+def fits(pod: PodInfo, node: NodeInfo) -> bool:
+    wanted = pod.pod.spec.node_name
+    return not wanted or wanted == node.name
+
+
+class NodeName(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     name = NAME
 
-    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status]:
+        # Only the named node needs Filter; the others are not even evaluated.
         wanted = pod.pod.spec.node_name
-        if not wanted or wanted == node.name:
+        return (PreFilterResult({wanted}) if wanted else None), SUCCESS
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        if fits(pod, node):
             return SUCCESS
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON])
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
+        # No queueing hint: a new node always warrants a retry.
         return [ClusterEventWithHint(ClusterEvent("Node", "Add"))]
 
 

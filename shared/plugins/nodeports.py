@@ -5,6 +5,7 @@ Implements: PreFilterPlugin, FilterPlugin, EnqueueExtensions.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from shared.framework.cycle_state import CycleState, StateKey
@@ -27,14 +28,15 @@ DEFAULT_BIND_ALL_HOST_IP = "0.0.0.0"
 _WANTED = StateKey[tuple[HostPort, ...]]("PreFilter" + NAME)
 
 
-def conflicts(wanted: tuple[HostPort, ...], used: Any) -> bool:
-    """0.0.0.0 conflicts with every IP on the same protocol and port, as HostPortInfo."""
+def conflicts(wanted: Iterable[HostPort], used: Collection[HostPort]) -> bool:
+    """HostPortInfo.CheckConflict for each wanted port: 0.0.0.0 conflicts with every IP on
+    the same protocol and port, any other IP with itself and 0.0.0.0."""
     for ip, protocol, port in wanted:
-        for used_ip, used_protocol, used_port in used:
-            if port != used_port or protocol != used_protocol:
-                continue
-            if ip == used_ip or DEFAULT_BIND_ALL_HOST_IP in (ip, used_ip):
+        if ip == DEFAULT_BIND_ALL_HOST_IP:
+            if any(u[1] == protocol and u[2] == port for u in used):
                 return True
+        elif (ip, protocol, port) in used or (DEFAULT_BIND_ALL_HOST_IP, protocol, port) in used:
+            return True
     return False
 
 
@@ -55,13 +57,14 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         wanted = state.read(_WANTED)
-        if wanted is None:
+        if wanted is None:  # PreFilter did not run: recompute what it would have written
             wanted = pod.resources.host_ports
         if conflicts(wanted, node.used_ports):
             return Status(Code.UNSCHEDULABLE, [ERR_REASON])
         return SUCCESS
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
+        # Host ports are immutable, so only a deleted pod or a new node can free one.
         return [
             ClusterEventWithHint(ClusterEvent("Pod", "Delete")),
             ClusterEventWithHint(ClusterEvent("Node", "Add")),

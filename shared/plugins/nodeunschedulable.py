@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.api.models import Taint
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import (
     ClusterEvent,
@@ -19,10 +20,12 @@ from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.args import reject_unknown
+from shared.plugins.tainttoleration import tolerations_tolerate_taint
 
 NAME = "NodeUnschedulable"
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+_UNSCHEDULABLE_TAINT = Taint(key=TAINT_NODE_UNSCHEDULABLE, effect="NoSchedule")
 
 
 class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
@@ -31,19 +34,16 @@ class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if not node.node.spec.unschedulable:
             return SUCCESS
-        for tol in pod.pod.spec.tolerations:
-            key_ok = tol.key == TAINT_NODE_UNSCHEDULABLE or (
-                tol.key == "" and tol.operator == "Exists"
-            )
-            effect_ok = tol.effect in ("", "NoSchedule")
-            if key_ok and effect_ok and (tol.operator == "Exists" or tol.value == ""):
-                return SUCCESS
+        # A pod that tolerates the unschedulable taint also tolerates spec.unschedulable.
+        if tolerations_tolerate_taint(pod.pod.spec.tolerations, _UNSCHEDULABLE_TAINT):
+            return SUCCESS
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_UNSCHEDULABLE])
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(ClusterEvent("Node", "Add")),
             ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint")),
+            ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodToleration")),
         ]
 
 

@@ -32,19 +32,26 @@ _PREFER_NO_SCHEDULE = StateKey[list[Toleration]]("PreScore" + NAME)
 
 
 def tolerates(tol: Toleration, taint: Taint) -> bool:
-    """core/v1 Toleration.ToleratesTaint."""
+    """core/v1 Toleration.ToleratesTaint: an empty effect matches every effect and an empty
+    key every key; Exists matches any value, Equal (the default) only the same value."""
     if tol.effect and tol.effect != taint.effect:
         return False
-    if tol.key != taint.key and not (tol.key == "" and tol.operator == "Exists"):
+    if tol.key and tol.key != taint.key:
         return False
     if tol.operator == "Exists":
         return True
-    return tol.value == taint.value  # Equal (the default)
+    return tol.value == taint.value
+
+
+def tolerations_tolerate_taint(tolerations: list[Toleration], taint: Taint) -> bool:
+    """v1helper.TolerationsTolerateTaint."""
+    return any(tolerates(t, taint) for t in tolerations)
 
 
 def untolerated(taints: list[Taint], tolerations: list[Toleration]) -> Taint | None:
+    """v1helper.FindMatchingUntoleratedTaint over taints already filtered by effect."""
     for taint in taints:
-        if not any(tolerates(t, taint) for t in tolerations):
+        if not tolerations_tolerate_taint(tolerations, taint):
             return taint
     return None
 
@@ -53,6 +60,7 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
     name = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        # DoNotScheduleTaintsFilterFunc: PreferNoSchedule taints only lower the score.
         hard = [t for t in node.node.spec.taints if t.effect in ("NoSchedule", "NoExecute")]
         if untolerated(hard, pod.pod.spec.tolerations) is None:
             return SUCCESS
@@ -64,13 +72,13 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
         tolerations = state.read(_PREFER_NO_SCHEDULE)
-        if tolerations is None:
+        if tolerations is None:  # PreScore did not run: recompute what it would have written
             tolerations = _soft_tolerations(pod)
         count = sum(
             1
             for taint in node.node.spec.taints
             if taint.effect == "PreferNoSchedule"
-            and not any(tolerates(t, taint) for t in tolerations)
+            and not tolerations_tolerate_taint(tolerations, taint)
         )
         return count, SUCCESS
 
@@ -90,6 +98,7 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
 
 
 def _soft_tolerations(pod: PodInfo) -> list[Toleration]:
+    """getAllTolerationPreferNoSchedule: an empty effect covers PreferNoSchedule too."""
     return [t for t in pod.pod.spec.tolerations if t.effect in ("", "PreferNoSchedule")]
 
 
