@@ -122,7 +122,7 @@ class Worker:
             if attempt is not None:
                 attempts.append(attempt)
         committed, failed = await self._schedule_and_commit(attempts)
-        bound = await self._hand_to_binders(committed, reports)
+        bound = await self._hand_to_binders(committed)
         failures = await asyncio.gather(*(self._record_failure(a, err) for a, err in failed))
         reports.extend(bound)
         reports.extend(failures)
@@ -234,9 +234,7 @@ class Worker:
                 refused.append(a)
         return refused
 
-    async def _hand_to_binders(
-        self, committed: list[Attempt], reports: list[Report]
-    ) -> list[Report]:
+    async def _hand_to_binders(self, committed: list[Attempt]) -> list[Report]:
         async def hand(a: Attempt) -> Report:
             req: BindRequest = {
                 "key": a.pod.key,
