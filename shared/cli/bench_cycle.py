@@ -113,9 +113,7 @@ def measure(num_nodes: int, kind: str, pods: int) -> dict[str, Any]:
         start = time.perf_counter()
         result = scheduler.schedule_pod(CycleState(), pod, snapshot)
         times.append(time.perf_counter() - start)
-        snapshot.get(result.suggested_host).add_pod(pod)  # type: ignore[union-attr]
-        if pod.has_affinity:
-            snapshot = ClusterSnapshot(infos)
+        snapshot.add_pod(pod, result.suggested_host)
     times.sort()
     return {
         "nodes": num_nodes,

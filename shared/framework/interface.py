@@ -6,6 +6,7 @@ its class line states its phases, and the framework finds them with isinstance.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -13,6 +14,7 @@ from shared.framework.status import Status
 from shared.framework.types import NodeInfo, PodInfo
 
 if TYPE_CHECKING:
+    from shared.framework.columns import BoolArray, IntArray, NodeColumns
     from shared.framework.cycle_state import CycleState
 
 MAX_NODE_SCORE = 100
@@ -110,6 +112,18 @@ class FilterPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class BatchFilterPlugin(Plugin, Protocol):
+    """A Filter that can also judge every node at once from the snapshot's columns.
+
+    The mask must equal running `filter` on each node (tests check both paths on the
+    same inputs); None means this pod needs the per-node path."""
+
+    def filter_all(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns
+    ) -> BoolArray | None: ...
+
+
+@runtime_checkable
 class PostFilterPlugin(Plugin, Protocol):
     def post_filter(
         self, state: CycleState, pod: PodInfo, node_to_status: dict[str, Status]
@@ -118,7 +132,7 @@ class PostFilterPlugin(Plugin, Protocol):
 
 @runtime_checkable
 class PreScorePlugin(Plugin, Protocol):
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status: ...
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status: ...
 
 
 class ScoreExtensions(Protocol):
@@ -132,6 +146,21 @@ class ScorePlugin(Plugin, Protocol):
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]: ...
 
     def score_extensions(self) -> ScoreExtensions | None: ...
+
+
+@runtime_checkable
+class BatchScorePlugin(Plugin, Protocol):
+    """A Score plugin that can score the nodes at `rows` of the columns at once: the raw
+    scores `score` would give, or None for the per-node path. If it has score extensions,
+    they implement `normalize_all` on the array likewise."""
+
+    def score_all(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
+    ) -> IntArray | None: ...
+
+
+class BatchScoreExtensions(Protocol):
+    def normalize_all(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray: ...
 
 
 @runtime_checkable

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from shared.framework.columns import IntArray
 from shared.framework.interface import NodeScore
 
 
@@ -22,3 +25,12 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeS
 def go_round(x: float) -> int:
     """Go's math.Round: half away from zero (Python's round() is half to even)."""
     return int(x + 0.5) if x >= 0 else -int(-x + 0.5)
+
+
+def default_normalize_scores(max_priority: int, reverse: bool, scores: IntArray) -> IntArray:
+    """default_normalize_score over an array (same integer arithmetic)."""
+    top = int(scores.max()) if len(scores) else 0
+    if top == 0:
+        return np.full(len(scores), max_priority, dtype=np.int64) if reverse else scores
+    normalized = max_priority * scores // top
+    return max_priority - normalized if reverse else normalized

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+import numpy as np
+
 from shared.config import Profile
+from shared.framework.columns import BoolArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
+    BatchFilterPlugin,
+    BatchScorePlugin,
     FilterPlugin,
     NodeScore,
     PermitPlugin,
@@ -40,6 +45,15 @@ class PluginScores:
     total: int
 
 
+@dataclass
+class BatchFilterResult:
+    """Filter over all rows of the columns: who passes, and for the others the index
+    (into Framework.filters) of the first plugin that rejected them."""
+
+    feasible: BoolArray
+    first_rejecter: IntArray  # -1 where feasible
+
+
 def _as_error(plugin: str, point: str, err: Exception) -> Status:
     return Status(Code.ERROR, [f"running {point} plugin {plugin!r}: {err}"], plugin=plugin)
 
@@ -60,6 +74,9 @@ class Framework:
         self.reserves = cast(list[ReservePlugin], points["reserve"])
         self.permits = cast(list[PermitPlugin], points["permit"])
         self.weights = plugins.weights
+        # Which plugins have the batch forms (checked once: isinstance on a Protocol is slow).
+        self._batch_filter = [isinstance(p, BatchFilterPlugin) for p in self.filters]
+        self._batch_score = [isinstance(p, BatchScorePlugin) for p in self.scores]
 
     @classmethod
     def from_profile(
@@ -134,6 +151,47 @@ class Framework:
                 return status
         return SUCCESS
 
+    def run_filter_plugins_batch(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns
+    ) -> BatchFilterResult | None:
+        """Every Filter over every row at once; None when a plugin needs the per-node path
+        for this pod (or fails: the per-node path then reports its error)."""
+        feasible = np.ones(nodes.n, dtype=np.bool_)
+        first = np.full(nodes.n, -1, dtype=np.int64)
+        for k, plugin in enumerate(self.filters):
+            if plugin.name in state.skip_filter_plugins:
+                continue
+            if not self._batch_filter[k]:
+                return None
+            try:
+                mask = cast(BatchFilterPlugin, plugin).filter_all(state, pod, nodes)
+            except Exception:
+                return None
+            if mask is None:
+                return None
+            rejected = feasible & ~mask
+            if rejected.any():
+                first[rejected] = k
+                feasible &= mask
+        return BatchFilterResult(feasible, first)
+
+    def filter_status(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, first_rejecter: int
+    ) -> Status:
+        """The per-node status of a node the batch rejected: what `run_filter_plugins` gives,
+        found by asking only the plugin that rejected it (those before it passed)."""
+        plugin = self.filters[first_rejecter]
+        try:
+            status = plugin.filter(state, pod, node)
+        except Exception:
+            status = SUCCESS
+        if status.ok:  # the two paths disagree: trust the whole per-node run
+            return self.run_filter_plugins(state, pod, node)
+        status.plugin = plugin.name
+        if not status.rejected:
+            return Status(Code.ERROR, status.reasons, plugin=plugin.name)
+        return status
+
     def run_post_filter_plugins(
         self, state: CycleState, pod: PodInfo, node_to_status: dict[str, Status]
     ) -> tuple[PostFilterResult | None, Status]:
@@ -151,7 +209,7 @@ class Framework:
     # --- PreScore / Score -----------------------------------------------------
 
     def run_pre_score_plugins(
-        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> Status:
         for plugin in self.pre_scores:
             try:
@@ -180,6 +238,60 @@ class Framework:
                 entry.scores[plugin.name] = ns.score * weight
                 entry.total += ns.score * weight
         return totals, SUCCESS
+
+    def run_score_plugins_batch(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
+    ) -> tuple[IntArray, dict[str, IntArray], Status]:
+        """Weighted scores of the nodes at `rows`: the total and each plugin's. Plugins with
+        the batch form score all rows at once, the others node by node."""
+        totals = np.zeros(len(rows), dtype=np.int64)
+        per_plugin: dict[str, IntArray] = {}
+        infos: list[NodeInfo] | None = None
+        for k, plugin in enumerate(self.scores):
+            if plugin.name in state.skip_score_plugins:
+                continue
+            scores: IntArray | None = None
+            if self._batch_score[k]:
+                scores, status = self._score_batch(
+                    cast(BatchScorePlugin, plugin), state, pod, nodes, rows
+                )
+                if not status.ok:
+                    return totals, {}, status
+            if scores is None:
+                if infos is None:
+                    infos = [nodes.infos[r] for r in rows.tolist()]
+                listed, status = self._score_one(plugin, state, pod, infos)
+                if not status.ok:
+                    return totals, {}, status
+                scores = np.fromiter((ns.score for ns in listed), np.int64, count=len(listed))
+            weighted = scores * self.weights.get(plugin.name, 1)
+            per_plugin[plugin.name] = weighted
+            totals += weighted
+        return totals, per_plugin, SUCCESS
+
+    def _score_batch(
+        self,
+        plugin: BatchScorePlugin,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeColumns,
+        rows: IntArray,
+    ) -> tuple[IntArray | None, Status]:
+        try:
+            scores = plugin.score_all(state, pod, nodes, rows)
+            if scores is None:
+                return None, SUCCESS
+            ext = cast(ScorePlugin, plugin).score_extensions()
+            if ext is not None:
+                normalize_all = getattr(ext, "normalize_all", None)
+                if normalize_all is None:
+                    return None, SUCCESS
+                scores = normalize_all(state, pod, scores)
+        except Exception:
+            return None, SUCCESS  # the per-node path reports the error
+        if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+            return None, SUCCESS
+        return scores, SUCCESS
 
     def _score_one(
         self, plugin: ScorePlugin, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
@@ -244,16 +356,21 @@ class Framework:
 
 
 def select_host(scores: list[PluginScores], rng: random.Random) -> str:
-    """Highest total; ties broken uniformly at random (reservoir sampling)."""
-    best, ties = 0, 1
-    for i in range(1, len(scores)):
-        if scores[i].total > scores[best].total:
-            best, ties = i, 1
-        elif scores[i].total == scores[best].total:
-            ties += 1
-            if rng.randrange(ties) == 0:
-                best = i
-    return scores[best].name
+    """Highest total; ties broken uniformly at random."""
+    top = max(s.total for s in scores)
+    return scores[_pick([i for i, s in enumerate(scores) if s.total == top], rng)].name
+
+
+def select_row(totals: IntArray, rng: random.Random) -> int:
+    """select_host over an array of totals: the position of the chosen one. Both draw the
+    same way, so that the batch and per-node paths choose the same node."""
+    return _pick(np.flatnonzero(totals == totals.max()).tolist(), rng)
+
+
+def _pick(ties: list[int], rng: random.Random) -> int:
+    # kube-scheduler samples the ties as it goes; one uniform draw over them is the same
+    # distribution for one random call instead of one per tie.
+    return ties[rng.randrange(len(ties))] if len(ties) > 1 else ties[0]
 
 
 FrameworkFactory = Callable[[Profile], Framework]

@@ -7,11 +7,19 @@ explain a decision.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+import numpy as np
+
+from shared.framework.columns import IntArray, NodeColumns, NodeRows
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import Diagnosis, FitError
-from shared.framework.runtime import Framework, PluginScores, select_host
+from shared.framework.runtime import (
+    BatchFilterResult,
+    Framework,
+    select_host,
+    select_row,
+)
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code, Status
 from shared.framework.types import NodeInfo, PodInfo
@@ -47,11 +55,15 @@ class ScheduleResult:
     suggested_host: str
     evaluated_nodes: int
     feasible_nodes: int
-    scores: list[PluginScores] = field(default_factory=list)
 
 
 class Scheduler:
-    """Per-profile scheduling algorithm state: the rotating start index and the RNG."""
+    """Per-profile scheduling algorithm state: the rotating start index and the RNG.
+
+    `batch` runs Filter and Score over the snapshot's columns for all nodes at once
+    where every plugin involved can (the default plugins can for most pods); the
+    per-node path gives the same answers and is kept for the rest, and for tests.
+    """
 
     def __init__(
         self,
@@ -59,11 +71,13 @@ class Scheduler:
         *,
         percentage_of_nodes_to_score: int | None = None,
         rng: random.Random | None = None,
+        batch: bool = True,
     ) -> None:
         self.fw = framework
         self.percentage = percentage_of_nodes_to_score
         self.next_start_node_index = 0
         self.rng = rng or random.Random()
+        self.batch = batch
 
     def schedule_pod(
         self, state: CycleState, pod: PodInfo, snapshot: ClusterSnapshot
@@ -72,7 +86,14 @@ class Scheduler:
         all_nodes = snapshot.nodes
         if not all_nodes:
             raise FitError(pod.key, 0, Diagnosis())
-        feasible, diagnosis = self.find_nodes_that_fit(state, pod, all_nodes)
+        diagnosis = Diagnosis()
+        nodes = self._pre_filter(state, pod, all_nodes, diagnosis)
+        if nodes is all_nodes and self.batch:
+            # Every node is a candidate: Filter them all at once if the plugins can.
+            batch = self.fw.run_filter_plugins_batch(state, pod, snapshot.columns)
+            if batch is not None:
+                return self._schedule_batch(state, pod, snapshot.columns, batch)
+        feasible = self._filter(state, pod, nodes, diagnosis) if nodes else []
         if not feasible:
             raise FitError(pod.key, len(all_nodes), diagnosis)
         evaluated = len(feasible) + len(diagnosis.node_to_status)
@@ -84,12 +105,21 @@ class Scheduler:
         scores, status = self.fw.run_score_plugins(state, pod, feasible)
         if not status.ok:
             raise SchedulingError(status)
-        return ScheduleResult(select_host(scores, self.rng), evaluated, len(feasible), scores)
+        return ScheduleResult(select_host(scores, self.rng), evaluated, len(feasible))
 
     def find_nodes_that_fit(
         self, state: CycleState, pod: PodInfo, all_nodes: list[NodeInfo]
     ) -> tuple[list[NodeInfo], Diagnosis]:
+        """PreFilter, then Filter node by node (the per-node path)."""
         diagnosis = Diagnosis()
+        nodes = self._pre_filter(state, pod, all_nodes, diagnosis)
+        return (self._filter(state, pod, nodes, diagnosis) if nodes else []), diagnosis
+
+    def _pre_filter(
+        self, state: CycleState, pod: PodInfo, all_nodes: list[NodeInfo], diagnosis: Diagnosis
+    ) -> list[NodeInfo]:
+        """The nodes Filter must look at: `all_nodes` itself, fewer if a PreFilter named
+        them, none if a PreFilter rejected the pod (recorded in `diagnosis`)."""
         result, status = self.fw.run_pre_filter_plugins(state, pod, all_nodes)
         if not status.ok:
             if status.code == Code.ERROR:
@@ -99,11 +129,59 @@ class Scheduler:
             diagnosis.unschedulable_plugins.add(status.plugin)
             for node in all_nodes:
                 diagnosis.node_to_status[node.name] = status
-            return [], diagnosis
-        nodes = all_nodes
+            return []
         if result is not None and result.node_names is not None:
-            nodes = [n for n in all_nodes if n.name in result.node_names]
-        return self._filter(state, pod, nodes, diagnosis), diagnosis
+            return [n for n in all_nodes if n.name in result.node_names]
+        return all_nodes
+
+    # --- the batch path ---------------------------------------------------------------
+
+    def _schedule_batch(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, batch: BatchFilterResult
+    ) -> ScheduleResult:
+        rows, processed = self._sample(batch, nodes.n)
+        if len(rows) == 0:
+            raise FitError(pod.key, nodes.n, self._diagnose(state, pod, nodes, batch))
+        if len(rows) == 1:
+            return ScheduleResult(nodes.infos[int(rows[0])].name, processed, 1)
+        status = self.fw.run_pre_score_plugins(state, pod, NodeRows(nodes, rows))
+        if not status.ok:
+            raise SchedulingError(status)
+        totals, _, status = self.fw.run_score_plugins_batch(state, pod, nodes, rows)
+        if not status.ok:
+            raise SchedulingError(status)
+        host = nodes.infos[int(rows[select_row(totals, self.rng)])].name
+        return ScheduleResult(host, processed, len(rows))
+
+    def _sample(self, batch: BatchFilterResult, n: int) -> tuple[IntArray, int]:
+        """The feasible rows the per-node search would find: from the rotating start
+        index, up to numFeasibleNodesToFind; and how many nodes that search processed."""
+        want = num_feasible_nodes_to_find(self.percentage, n)
+        start = self.next_start_node_index % n
+        rotated = np.concatenate((batch.feasible[start:], batch.feasible[:start]))
+        found = np.cumsum(rotated)
+        processed = n
+        if found[-1] >= want:
+            processed = int(np.searchsorted(found, want)) + 1
+        rows = np.flatnonzero(rotated[:processed]) + start
+        rows[rows >= n] -= n
+        self.next_start_node_index = (start + processed) % n
+        return rows, processed
+
+    def _diagnose(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, batch: BatchFilterResult
+    ) -> Diagnosis:
+        """Every node was rejected: the per-node statuses the FitError message needs."""
+        diagnosis = Diagnosis()
+        for row in np.flatnonzero(batch.first_rejecter >= 0).tolist():
+            info = nodes.infos[row]
+            k = int(batch.first_rejecter[row])
+            status = self.fw.filter_status(state, pod, info, k)
+            if status.code == Code.ERROR:
+                raise SchedulingError(status)
+            diagnosis.node_to_status[info.name] = status
+            diagnosis.unschedulable_plugins.add(status.plugin)
+        return diagnosis
 
     def _filter(
         self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], diagnosis: Diagnosis

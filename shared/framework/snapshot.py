@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 
+from shared.framework.columns import NodeColumns
 from shared.framework.interface import ClusterObjects
 from shared.framework.status import Status
 from shared.framework.types import ImageStateSummary, NodeInfo, PodInfo
@@ -13,11 +14,26 @@ class ClusterSnapshot:
     """All NodeInfos of one cycle, plus lists plugins scan often."""
 
     def __init__(
-        self, node_infos: Iterable[NodeInfo], objects: ClusterObjects | None = None
+        self,
+        node_infos: Iterable[NodeInfo],
+        objects: ClusterObjects | None = None,
+        columns: NodeColumns | None = None,
     ) -> None:
         self.node_infos: list[NodeInfo] = list(node_infos)
         self.by_name = {n.name: n for n in self.node_infos}
+        self._nodes = [n for n in self.node_infos if n.raw_node is not None]
+        # Columns of `nodes`, passed in when the caller keeps them up to date across
+        # snapshots (the worker), else built on first use.
+        if columns is not None and (
+            len(columns.infos) != len(self._nodes)
+            or any(a is not b for a, b in zip(columns.infos, self._nodes, strict=True))
+        ):
+            raise ValueError("columns do not describe this snapshot's nodes")
+        self._columns = columns
         self.objects = objects or ClusterObjects()
+        self._index_affinity_pods()
+
+    def _index_affinity_pods(self) -> None:
         self.have_pods_with_affinity = [n for n in self.node_infos if n.pods_with_affinity]
         self.have_pods_with_required_anti_affinity = [
             n for n in self.node_infos if n.pods_with_required_anti_affinity
@@ -29,7 +45,25 @@ class ClusterSnapshot:
     @property
     def nodes(self) -> list[NodeInfo]:
         """NodeInfos that have a node (a removed node's pods may linger without one)."""
-        return [n for n in self.node_infos if n.raw_node is not None]
+        return self._nodes
+
+    @property
+    def columns(self) -> NodeColumns:
+        if self._columns is None:
+            self._columns = NodeColumns(self._nodes)
+        return self._columns
+
+    def add_pod(self, pod: PodInfo, node_name: str) -> None:
+        """Count `pod` on a node of this snapshot (a later pod of the batch sees it)."""
+        self.by_name[node_name].add_pod(pod)
+        self.node_changed(node_name)
+        if pod.has_affinity:
+            self._index_affinity_pods()
+
+    def node_changed(self, name: str) -> None:
+        """A NodeInfo of this snapshot was changed in place: refresh its columns row."""
+        if self._columns is not None:
+            self._columns.update(name)
 
     def fill_image_states(self) -> None:
         """Per node: image name -> (size on that node, number of nodes having it)."""

@@ -11,12 +11,21 @@ Implements: PreScorePlugin, ScorePlugin.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from shared.framework.columns import IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
-from shared.framework.interface import MAX_NODE_SCORE, PreScorePlugin, ScoreExtensions, ScorePlugin
+from shared.framework.interface import (
+    MAX_NODE_SCORE,
+    BatchScorePlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+)
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
@@ -68,6 +77,39 @@ def balanced_resource_score(requested: list[int], allocatable: list[int]) -> int
     return int((1 - std) * float(MAX_NODE_SCORE))
 
 
+def balanced_resource_scores(requested: list[IntArray], allocatable: list[IntArray]) -> IntArray:
+    """balanced_resource_score over arrays of nodes, in the same float64 operations.
+    Nodes lacking some resource (allocatable 0) drop it from their fractions; they are
+    few, and scored one by one."""
+    n = len(requested[0])
+    has_all = np.ones(n, dtype=np.bool_)
+    for alloc in allocatable:
+        has_all &= alloc != 0
+    fractions = [
+        np.minimum(req.astype(np.float64) / np.maximum(alloc, 1).astype(np.float64), 1.0)
+        for req, alloc in zip(requested, allocatable, strict=True)
+    ]
+    if len(fractions) == 2:
+        std = np.abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        total = np.zeros(n)
+        for f in fractions:
+            total = total + f
+        mean = total / len(fractions)
+        squares = np.zeros(n)
+        for f in fractions:
+            squares = squares + (f - mean) * (f - mean)
+        std = np.sqrt(squares / len(fractions))
+    else:
+        std = np.zeros(n)
+    scores = ((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
+    for row in np.flatnonzero(~has_all).tolist():
+        scores[row] = balanced_resource_score(
+            [int(r[row]) for r in requested], [int(a[row]) for a in allocatable]
+        )
+    return scores
+
+
 def _go_sum(values: list[float]) -> float:
     # Plain left-to-right addition as Go does (newer Pythons' sum() compensates rounding).
     total = 0.0
@@ -80,17 +122,17 @@ def is_best_effort(pod_requests: list[int]) -> bool:
     return not any(pod_requests)
 
 
-class BalancedAllocation(PreScorePlugin, ScorePlugin):
+class BalancedAllocation(PreScorePlugin, ScorePlugin, BatchScorePlugin):
     name = NAME
 
     def __init__(self, args: BalancedAllocationArgs, handle: Handle) -> None:
         self.handle = handle
         # Requested, not non-zero, requests: a pod's defaults must not skew the balance.
         self.scorer = ResourceAllocationScorer(
-            args.resources, balanced_resource_score, use_requested=True
+            args.resources, balanced_resource_score, balanced_resource_scores, use_requested=True
         )
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         pod_requests = self.scorer.pod_requests(pod)
         if is_best_effort(pod_requests):
             # Scoring best-effort pods would pile them onto one node (kubernetes#129138).
@@ -105,6 +147,14 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
             if is_best_effort(pod_requests):
                 return 0, SUCCESS
         return self.scorer.score(node, pod_requests)
+
+    def score_all(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
+    ) -> IntArray | None:
+        pod_requests = state.read(PRE_SCORE_STATE_KEY)
+        if pod_requests is None:
+            return None  # PreScore skipped or did not run: the per-node path decides
+        return self.scorer.score_all(nodes, rows, pod_requests)
 
     def score_extensions(self) -> ScoreExtensions | None:
         return None

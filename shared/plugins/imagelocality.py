@@ -10,10 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from shared.api.models import Container
 from shared.config import ConfigError
+from shared.framework.columns import IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState
-from shared.framework.interface import MAX_NODE_SCORE, ScoreExtensions, ScorePlugin
+from shared.framework.interface import (
+    MAX_NODE_SCORE,
+    BatchScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+)
 from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import SUCCESS, Status
 from shared.framework.types import ImageStateSummary, NodeInfo, PodInfo
@@ -63,7 +71,14 @@ def calculate_priority(sum_scores: int, num_containers: int) -> int:
     return MAX_NODE_SCORE * (sum_scores - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
 
 
-class ImageLocality(ScorePlugin):
+def calculate_priorities(sum_scores: IntArray, num_containers: int) -> IntArray:
+    """calculate_priority over an array; needs at least one container."""
+    max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
+    clamped = np.clip(sum_scores, MIN_THRESHOLD, max_threshold)
+    return MAX_NODE_SCORE * (clamped - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
+
+
+class ImageLocality(ScorePlugin, BatchScorePlugin):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:
@@ -85,6 +100,22 @@ class ImageLocality(ScorePlugin):
             sum_image_scores(node, containers, total_num_nodes), len(containers)
         )
         return score, SUCCESS
+
+    def score_all(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
+    ) -> IntArray | None:
+        total_num_nodes = self._total_num_nodes()
+        spec = pod.pod.spec
+        containers = [*spec.init_containers, *spec.containers]
+        if not containers or total_num_nodes == 0:
+            return None
+        sums = np.zeros(len(rows), dtype=np.int64)
+        for container in containers:
+            image = nodes.image(normalized_image_name(container.image))
+            # The snapshot counts nodes having the image among all nodes.
+            spread = float(np.count_nonzero(image.present)) / float(total_num_nodes)
+            sums += (image.size[rows].astype(np.float64) * spread).astype(np.int64)
+        return calculate_priorities(sums, len(containers))
 
     def score_extensions(self) -> ScoreExtensions | None:
         return None

@@ -9,7 +9,7 @@ ScorePlugin (with ScoreExtensions), EnqueueExtensions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -508,7 +508,7 @@ class InterPodAffinity(
 
     # --- prescore / score --------------------------------------------------------
 
-    def _pre_score_state(self, pod: PodInfo, nodes: list[NodeInfo]) -> PreScoreState | None:
+    def _pre_score_state(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreScoreState | None:
         """The PreScore state, or None when nothing can score (Skip)."""
         if not nodes:
             return None
@@ -563,7 +563,7 @@ class InterPodAffinity(
         _process_terms(scores, theirs.preferred_affinity, pod, ns_labels, node_labels, 1)
         _process_terms(scores, theirs.preferred_anti_affinity, pod, ns_labels, node_labels, -1)
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         pre = self._pre_score_state(pod, nodes)
         if pre is None:
             return Status(Code.SKIP)

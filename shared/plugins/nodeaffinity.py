@@ -7,18 +7,29 @@ EnqueueExtensions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from shared.api.models import NodeAffinity as NodeAffinityTerms
 from shared.api.models import NodeSelector, NodeSelectorTerm, describe_validation_error
 from shared.config import ConfigError
+from shared.framework.columns import (
+    BoolArray,
+    IntArray,
+    NodeColumns,
+    match_labels_mask,
+    node_selector_mask,
+    preferred_terms_scores,
+)
 from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.interface import (
     MAX_NODE_SCORE,
+    BatchFilterPlugin,
+    BatchScorePlugin,
     ClusterEvent,
     ClusterEventWithHint,
     EnqueueExtensions,
@@ -29,7 +40,7 @@ from shared.framework.interface import (
     PreScorePlugin,
     ScorePlugin,
 )
-from shared.framework.normalize import default_normalize_score
+from shared.framework.normalize import default_normalize_score, default_normalize_scores
 from shared.framework.selectors import (
     OBJECT_NAME_FIELD,
     ParsedNodeSelector,
@@ -69,6 +80,12 @@ class RequiredNodeAffinity:
         if any(labels.get(k) != v for k, v in self.node_selector.items()):
             return False
         return self.affinity is None or self.affinity.matches(labels, node.name)
+
+    def matches_all(self, nodes: NodeColumns) -> BoolArray:
+        mask = match_labels_mask(nodes, dict(self.node_selector))
+        if self.affinity is not None:
+            mask &= node_selector_mask(nodes, self.affinity)
+        return mask
 
 
 @dataclass(frozen=True)
@@ -136,7 +153,15 @@ def _node_names(terms: list[NodeSelectorTerm]) -> set[str] | None:
     return names
 
 
-class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
+class NodeAffinity(
+    PreFilterPlugin,
+    FilterPlugin,
+    BatchFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    BatchScorePlugin,
+    EnqueueExtensions,
+):
     name = NAME
 
     def __init__(
@@ -174,7 +199,14 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_POD])
         return SUCCESS
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+    def filter_all(self, state: CycleState, pod: PodInfo, nodes: NodeColumns) -> BoolArray:
+        required = state.read(_PRE_FILTER_KEY) or required_node_affinity(pod)
+        mask = required.matches_all(nodes)
+        if self.added_selector is not None:
+            mask &= node_selector_mask(nodes, self.added_selector)
+        return mask
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         preferred, err = preferred_node_affinity(pod)
         if err is not None:
             return Status(Code.ERROR, [err])
@@ -197,12 +229,27 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
             count += pre_score.preferred.score(node.labels, node.name)
         return count, SUCCESS
 
+    def score_all(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
+    ) -> IntArray | None:
+        pre_score = state.read(_PRE_SCORE_KEY)
+        if pre_score is None:
+            return None  # the per-node path recomputes it, or reports its error
+        counts = np.zeros(nodes.n, dtype=np.int64)
+        for preferred in (self.added_preferred, pre_score.preferred):
+            if preferred is not None:
+                counts += preferred_terms_scores(nodes, preferred)
+        return counts[rows]
+
     def score_extensions(self) -> NodeAffinity:
         return self
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return SUCCESS
+
+    def normalize_all(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        return default_normalize_scores(MAX_NODE_SCORE, False, scores)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # With queueing hints (the default), only a new node or new labels can help.

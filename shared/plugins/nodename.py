@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from shared.framework.columns import BoolArray, NodeColumns
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import (
+    BatchFilterPlugin,
     ClusterEvent,
     ClusterEventWithHint,
     EnqueueExtensions,
@@ -30,7 +34,7 @@ def fits(pod: PodInfo, node: NodeInfo) -> bool:
     return not wanted or wanted == node.name
 
 
-class NodeName(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
+class NodeName(PreFilterPlugin, FilterPlugin, BatchFilterPlugin, EnqueueExtensions):
     name = NAME
 
     def pre_filter(
@@ -47,6 +51,10 @@ class NodeName(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         if fits(pod, node):
             return SUCCESS
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON])
+
+    def filter_all(self, state: CycleState, pod: PodInfo, nodes: NodeColumns) -> BoolArray:
+        wanted = pod.pod.spec.node_name
+        return nodes.name_mask((wanted,)) if wanted else np.ones(nodes.n, dtype=np.bool_)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # No queueing hint: a new node always warrants a retry.

@@ -8,8 +8,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
+import numpy as np
+
+from shared.framework.columns import BoolArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.interface import (
+    BatchFilterPlugin,
     ClusterEvent,
     ClusterEventWithHint,
     EnqueueExtensions,
@@ -40,7 +44,7 @@ def conflicts(wanted: Iterable[HostPort], used: Collection[HostPort]) -> bool:
     return False
 
 
-class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
+class NodePorts(PreFilterPlugin, FilterPlugin, BatchFilterPlugin, EnqueueExtensions):
     name = NAME
 
     def pre_filter(
@@ -62,6 +66,15 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         if conflicts(wanted, node.used_ports):
             return Status(Code.UNSCHEDULABLE, [ERR_REASON])
         return SUCCESS
+
+    def filter_all(self, state: CycleState, pod: PodInfo, nodes: NodeColumns) -> BoolArray:
+        wanted = state.read(_WANTED)
+        if wanted is None:
+            wanted = pod.resources.host_ports
+        mask = np.ones(nodes.n, dtype=np.bool_)
+        for row in np.flatnonzero(nodes.has_ports).tolist():  # few nodes use host ports
+            mask[row] = not conflicts(wanted, nodes.infos[row].used_ports)
+        return mask
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # Host ports are immutable, so only a deleted pod or a new node can free one.

@@ -15,10 +15,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from shared.config import ConfigError
+from shared.framework.columns import SAFE_AMOUNT, BoolArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.interface import (
     MAX_NODE_SCORE,
+    BatchFilterPlugin,
+    BatchScorePlugin,
     ClusterEvent,
     ClusterEventWithHint,
     EnqueueExtensions,
@@ -305,6 +310,12 @@ def parse_args(args: Mapping[str, Any]) -> NodeResourcesFitArgs:
 # --- scoring (resource_allocation.go and the strategies) -----------------------
 
 ResourceScorer = Callable[[list[int], list[int]], int]
+# The same over arrays of nodes: per resource, requested and allocatable of every node.
+ResourceScorerAll = Callable[[list[IntArray], list[IntArray]], IntArray]
+
+# Above this allocatable, `amount * MaxNodeScore` could overflow int64: such nodes are
+# scored by the per-node path, in Python's unbounded integers.
+_MAX_BATCH_AMOUNT = (2**63 - 1) // (MAX_NODE_SCORE * MAX_UTILIZATION)
 
 
 def go_div(a: int, b: int) -> int:
@@ -326,6 +337,33 @@ def most_requested_score(requested: int, capacity: int) -> int:
     # Pods without requests count non-zero defaults, so requested may exceed capacity.
     requested = min(requested, capacity)
     return requested * MAX_NODE_SCORE // capacity
+
+
+def least_requested_scores(requested: IntArray, capacity: IntArray) -> IntArray:
+    scores = (capacity - requested) * MAX_NODE_SCORE // np.maximum(capacity, 1)
+    return np.where((capacity == 0) | (requested > capacity), 0, scores)
+
+
+def most_requested_scores(requested: IntArray, capacity: IntArray) -> IntArray:
+    scores = np.minimum(requested, capacity) * MAX_NODE_SCORE // np.maximum(capacity, 1)
+    return np.where(capacity == 0, 0, scores)
+
+
+def _weighted_mean_scorer_all(
+    resources: Sequence[ResourceSpec], per_resource: Callable[[IntArray, IntArray], IntArray]
+) -> ResourceScorerAll:
+    def score(requested: list[IntArray], allocatable: list[IntArray]) -> IntArray:
+        node_score = np.zeros(len(requested[0]), dtype=np.int64)
+        weight_sum = np.zeros(len(requested[0]), dtype=np.int64)
+        for i, spec in enumerate(resources):
+            counted = allocatable[i] != 0
+            node_score += np.where(counted, per_resource(requested[i], allocatable[i]), 0) * (
+                spec.weight
+            )
+            weight_sum += np.where(counted, spec.weight, 0)
+        return np.where(weight_sum > 0, node_score // np.maximum(weight_sum, 1), 0)
+
+    return score
 
 
 def _weighted_mean_scorer(
@@ -359,14 +397,64 @@ def broken_linear_function(shape: Sequence[UtilizationShapePoint]) -> Callable[[
     return f
 
 
+def _node_score_shape(shape: Sequence[UtilizationShapePoint]) -> list[UtilizationShapePoint]:
+    """Shape scores are on the config's 0-10 scale; scale them to the node score's 0-100."""
+    scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+    return [UtilizationShapePoint(p.utilization, p.score * scale) for p in shape]
+
+
+def broken_linear_function_all(
+    shape: Sequence[UtilizationShapePoint],
+) -> Callable[[IntArray], IntArray]:
+    """broken_linear_function over an array of utilizations."""
+
+    def f(p: IntArray) -> IntArray:
+        result = np.full(len(p), shape[-1].score, dtype=np.int64)
+        done = np.zeros(len(p), dtype=np.bool_)
+        for i, point in enumerate(shape):
+            here = (p <= point.utilization) & ~done
+            if i == 0:
+                value = np.full(len(p), shape[0].score, dtype=np.int64)
+            else:
+                prev = shape[i - 1]
+                rise = (point.score - prev.score) * (p - prev.utilization)
+                run = point.utilization - prev.utilization  # > 0: points are increasing
+                value = prev.score + np.sign(rise) * (np.abs(rise) // run)  # Go truncation
+            result[here] = value[here]
+            done |= here
+        return result
+
+    return f
+
+
+def requested_to_capacity_ratio_scorer_all(
+    resources: Sequence[ResourceSpec], shape: Sequence[UtilizationShapePoint]
+) -> ResourceScorerAll:
+    raw = broken_linear_function_all(_node_score_shape(shape))
+
+    def score(requested: list[IntArray], allocatable: list[IntArray]) -> IntArray:
+        n = len(requested[0])
+        node_score = np.zeros(n, dtype=np.int64)
+        weight_sum = np.zeros(n, dtype=np.int64)
+        for i, spec in enumerate(resources):
+            req, cap = requested[i], allocatable[i]
+            full = (cap == 0) | (req > cap)
+            value = raw(
+                np.where(full, MAX_UTILIZATION, req * MAX_UTILIZATION // np.maximum(cap, 1))
+            )
+            counted = (cap != 0) & (value > 0)  # resources scoring 0 do not count
+            node_score += np.where(counted, value * spec.weight, 0)
+            weight_sum += np.where(counted, spec.weight, 0)
+        mean = node_score / np.maximum(weight_sum, 1)
+        return np.where(weight_sum > 0, np.floor(mean + 0.5).astype(np.int64), 0)
+
+    return score
+
+
 def requested_to_capacity_ratio_scorer(
     resources: Sequence[ResourceSpec], shape: Sequence[UtilizationShapePoint]
 ) -> ResourceScorer:
-    # Shape scores are on the config's 0-10 scale; scale them to the node score's 0-100.
-    scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
-    raw = broken_linear_function(
-        [UtilizationShapePoint(p.utilization, p.score * scale) for p in shape]
-    )
+    raw = broken_linear_function(_node_score_shape(shape))
 
     def resource_score(requested: int, capacity: int) -> int:
         if capacity == 0 or requested > capacity:
@@ -387,6 +475,15 @@ def requested_to_capacity_ratio_scorer(
     return score
 
 
+def strategy_scorer_all(strategy: ScoringStrategy) -> ResourceScorerAll:
+    if strategy.type == MOST_ALLOCATED:
+        return _weighted_mean_scorer_all(strategy.resources, most_requested_scores)
+    if strategy.type == REQUESTED_TO_CAPACITY_RATIO:
+        assert strategy.shape is not None
+        return requested_to_capacity_ratio_scorer_all(strategy.resources, strategy.shape)
+    return _weighted_mean_scorer_all(strategy.resources, least_requested_scores)
+
+
 def strategy_scorer(strategy: ScoringStrategy) -> ResourceScorer:
     if strategy.type == MOST_ALLOCATED:
         return _weighted_mean_scorer(strategy.resources, most_requested_score)
@@ -403,6 +500,7 @@ class ResourceAllocationScorer:
 
     resources: tuple[ResourceSpec, ...]
     scorer: ResourceScorer
+    scorer_all: ResourceScorerAll | None = None  # the batch form, where there is one
     # False: cpu and memory count non-zero requests (defaults for pods requesting none).
     use_requested: bool = False
 
@@ -446,6 +544,48 @@ class ResourceAllocationScorer:
                 continue
             allocatable[i], requested[i] = alloc, req
         return self.scorer(requested, allocatable), SUCCESS
+
+    def columns(
+        self, nodes: NodeColumns, rows: IntArray, pod_requests: Sequence[int]
+    ) -> tuple[list[IntArray], list[IntArray]] | None:
+        """allocatable_and_requested for the nodes at `rows`, per resource (allocatable 0
+        leaves the resource out on that node); None if amounts are too large to batch."""
+        requested, allocatable = [], []
+        zeros = np.zeros(len(rows), dtype=np.int64)
+        for spec, pod_request in zip(self.resources, pod_requests, strict=True):
+            name = spec.name
+            if pod_request > _MAX_BATCH_AMOUNT:
+                return None
+            if pod_request == 0 and is_scalar_resource_name(name):
+                alloc, used = zeros, zeros
+            elif name in (CPU, MEMORY):
+                alloc = nodes.allocatable(name)[rows]
+                if self.use_requested:
+                    used = nodes.requested(name)[rows]
+                else:
+                    used = (nodes.nonzero_cpu if name == CPU else nodes.nonzero_memory)[rows]
+            elif name == EPHEMERAL_STORAGE or is_scalar_resource_name(name):
+                alloc, used = nodes.allocatable(name)[rows], nodes.requested(name)[rows]
+            else:
+                alloc, used = zeros, zeros
+            req = used + pod_request
+            if len(rows) and (
+                max(int(alloc.max()), int(req.max())) > _MAX_BATCH_AMOUNT or int(req.min()) < 0
+            ):
+                return None
+            allocatable.append(alloc)
+            requested.append(req)
+        return requested, allocatable
+
+    def score_all(
+        self, nodes: NodeColumns, rows: IntArray, pod_requests: Sequence[int]
+    ) -> IntArray | None:
+        if self.scorer_all is None or not self.resources:
+            return None
+        amounts = self.columns(nodes, rows, pod_requests)
+        if amounts is None:
+            return None
+        return self.scorer_all(*amounts)
 
 
 # --- filter (fitsRequest) --------------------------------------------------------
@@ -543,7 +683,13 @@ def fits(pod: PodInfo, node: NodeInfo) -> list[InsufficientResource]:
 
 
 class NodeResourcesFit(
-    PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions
+    PreFilterPlugin,
+    FilterPlugin,
+    BatchFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    BatchScorePlugin,
+    EnqueueExtensions,
 ):
     name = NAME
 
@@ -551,7 +697,9 @@ class NodeResourcesFit(
         self.args = args
         self.handle = handle
         strategy = args.scoring_strategy
-        self.scorer = ResourceAllocationScorer(strategy.resources, strategy_scorer(strategy))
+        self.scorer = ResourceAllocationScorer(
+            strategy.resources, strategy_scorer(strategy), strategy_scorer_all(strategy)
+        )
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # Deleting or scaling down an assigned pod frees resources; a node added or with
@@ -585,7 +733,28 @@ class NodeResourcesFit(
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
         return Status(code, [r.reason for r in insufficient])
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+    def filter_all(self, state: CycleState, pod: PodInfo, nodes: NodeColumns) -> BoolArray | None:
+        requests = state.read(PRE_FILTER_STATE_KEY) or PreFilterState.of(pod)
+        if nodes.oversized:
+            return None
+        args = self.args
+        fits = nodes.num_pods + 1 <= nodes.allocatable(PODS)
+        if requests.is_empty:
+            return fits
+        wanted = [(CPU, requests.milli_cpu), (MEMORY, requests.memory)]
+        wanted.append((EPHEMERAL_STORAGE, requests.ephemeral_storage))
+        for name, quantity in requests.scalar_resources.items():
+            if not _is_ignored(name, args.ignored_resources, args.ignored_resource_groups):
+                wanted.append((name, quantity))
+        for name, quantity in wanted:
+            if quantity > SAFE_AMOUNT:
+                return None
+            if quantity > 0:
+                fits &= quantity <= nodes.allocatable(name) - nodes.requested(name)
+        # A column first built for this pod may just have met an oversized amount.
+        return None if nodes.oversized else fits
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         state.write(PRE_SCORE_STATE_KEY, self.scorer.pod_requests(pod))
         return SUCCESS
 
@@ -594,6 +763,14 @@ class NodeResourcesFit(
         if pod_requests is None:
             pod_requests = self.scorer.pod_requests(pod)
         return self.scorer.score(node, pod_requests)
+
+    def score_all(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
+    ) -> IntArray | None:
+        pod_requests = state.read(PRE_SCORE_STATE_KEY)
+        if pod_requests is None:
+            pod_requests = self.scorer.pod_requests(pod)
+        return self.scorer.score_all(nodes, rows, pod_requests)
 
     def score_extensions(self) -> ScoreExtensions | None:
         return None

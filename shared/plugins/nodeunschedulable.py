@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from shared.api.models import Taint
+from shared.framework.columns import BoolArray, NodeColumns
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import (
+    BatchFilterPlugin,
     ClusterEvent,
     ClusterEventWithHint,
     EnqueueExtensions,
@@ -28,7 +32,7 @@ TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 _UNSCHEDULABLE_TAINT = Taint(key=TAINT_NODE_UNSCHEDULABLE, effect="NoSchedule")
 
 
-class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
+class NodeUnschedulable(FilterPlugin, BatchFilterPlugin, EnqueueExtensions):
     name = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -38,6 +42,11 @@ class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
         if tolerations_tolerate_taint(pod.pod.spec.tolerations, _UNSCHEDULABLE_TAINT):
             return SUCCESS
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_UNSCHEDULABLE])
+
+    def filter_all(self, state: CycleState, pod: PodInfo, nodes: NodeColumns) -> BoolArray:
+        if tolerations_tolerate_taint(pod.pod.spec.tolerations, _UNSCHEDULABLE_TAINT):
+            return np.ones(nodes.n, dtype=np.bool_)
+        return ~nodes.unschedulable
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [

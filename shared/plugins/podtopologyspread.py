@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -287,6 +287,8 @@ class PodTopologySpread(
         """calPreFilterState: matching pods per domain over nodes having every key."""
         constraints = self._constraints(pod, DO_NOT_SCHEDULE)
         s = PreFilterState(constraints, [{} for _ in constraints])
+        if not constraints:
+            return s
         namespace = pod.pod.metadata.namespace
         for node in nodes:
             if not has_all_keys(node.labels, constraints):
@@ -361,7 +363,7 @@ class PodTopologySpread(
 
     # --- PreScore / Score -----------------------------------------------------------
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         all_nodes = self.handle.snapshot.nodes
         if not all_nodes:
             return Status(Code.SKIP)
@@ -386,7 +388,7 @@ class PodTopologySpread(
         return SUCCESS
 
     def _init_pre_score_state(
-        self, pod: PodInfo, nodes: list[NodeInfo], require_all: bool
+        self, pod: PodInfo, nodes: Sequence[NodeInfo], require_all: bool
     ) -> PreScoreState:
         """initPreScoreState: ignored nodes, scored domains and their weights."""
         s = PreScoreState(self._constraints(pod, SCHEDULE_ANYWAY))

@@ -6,12 +6,18 @@ Implements: FilterPlugin, PreScorePlugin, ScorePlugin (+ NormalizeScore), Enqueu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from shared.api.models import Taint, Toleration
+from shared.framework.columns import BoolArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.interface import (
     MAX_NODE_SCORE,
+    BatchFilterPlugin,
+    BatchScorePlugin,
     ClusterEvent,
     ClusterEventWithHint,
     EnqueueExtensions,
@@ -20,7 +26,7 @@ from shared.framework.interface import (
     PreScorePlugin,
     ScorePlugin,
 )
-from shared.framework.normalize import default_normalize_score
+from shared.framework.normalize import default_normalize_score, default_normalize_scores
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
@@ -56,31 +62,46 @@ def untolerated(taints: list[Taint], tolerations: list[Toleration]) -> Taint | N
     return None
 
 
-class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
+class TaintToleration(
+    FilterPlugin,
+    BatchFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    BatchScorePlugin,
+    EnqueueExtensions,
+):
     name = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        # DoNotScheduleTaintsFilterFunc: PreferNoSchedule taints only lower the score.
-        hard = [t for t in node.node.spec.taints if t.effect in ("NoSchedule", "NoExecute")]
-        if untolerated(hard, pod.pod.spec.tolerations) is None:
+        if _tolerates_hard_taints(node.node.spec.taints, pod.pod.spec.tolerations):
             return SUCCESS
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_NOT_MATCH])
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+    def filter_all(self, state: CycleState, pod: PodInfo, nodes: NodeColumns) -> BoolArray:
+        tolerations = pod.pod.spec.tolerations
+        ok = nodes.per_taint_group(lambda taints: _tolerates_hard_taints(taints, tolerations))
+        return ok.astype(np.bool_)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         state.write(_PREFER_NO_SCHEDULE, _soft_tolerations(pod))
         return SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        return _count_soft_untolerated(node.node.spec.taints, self._soft(state, pod)), SUCCESS
+
+    def score_all(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
+    ) -> IntArray:
+        tolerations = self._soft(state, pod)
+        counts = nodes.per_taint_group(lambda t: _count_soft_untolerated(t, tolerations))
+        return counts[rows]
+
+    @staticmethod
+    def _soft(state: CycleState, pod: PodInfo) -> list[Toleration]:
         tolerations = state.read(_PREFER_NO_SCHEDULE)
         if tolerations is None:  # PreScore did not run: recompute what it would have written
             tolerations = _soft_tolerations(pod)
-        count = sum(
-            1
-            for taint in node.node.spec.taints
-            if taint.effect == "PreferNoSchedule"
-            and not tolerations_tolerate_taint(tolerations, taint)
-        )
-        return count, SUCCESS
+        return tolerations
 
     def score_extensions(self) -> TaintToleration:
         return self
@@ -89,12 +110,29 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
         default_normalize_score(MAX_NODE_SCORE, True, scores)
         return SUCCESS
 
+    def normalize_all(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        return default_normalize_scores(MAX_NODE_SCORE, True, scores)
+
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(ClusterEvent("Node", "Add")),
             ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint")),
             ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodToleration")),
         ]
+
+
+def _tolerates_hard_taints(taints: list[Taint], tolerations: list[Toleration]) -> bool:
+    """DoNotScheduleTaintsFilterFunc: PreferNoSchedule taints only lower the score."""
+    hard = [t for t in taints if t.effect in ("NoSchedule", "NoExecute")]
+    return untolerated(hard, tolerations) is None
+
+
+def _count_soft_untolerated(taints: list[Taint], tolerations: list[Toleration]) -> int:
+    return sum(
+        1
+        for taint in taints
+        if taint.effect == "PreferNoSchedule" and not tolerations_tolerate_taint(tolerations, taint)
+    )
 
 
 def _soft_tolerations(pod: PodInfo) -> list[Toleration]:

@@ -1,0 +1,345 @@
+"""The snapshot as columns: per-node arrays that batch Filter and Score read at once.
+
+Row i describes `infos[i]`, in the snapshot's node order. Resource columns hold
+allocatable and requested amounts; labels, taints and images are indexed so that a
+selector or a toleration is evaluated once per distinct value (or distinct taint
+set), not once per node. `update(name)` re-reads one node's row after it changed
+(a pod assumed or removed, a new node version), so a worker keeps its columns in
+step with its snapshot in O(changed nodes); adding or removing a node rebuilds.
+
+Columns other than the fixed ones are built on first use (a resource, label key or
+image some pod asked about) and kept up to date from then on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from shared.api.models import Taint
+from shared.framework.selectors import (
+    OBJECT_NAME_FIELD,
+    ParsedNodeSelector,
+    ParsedTerm,
+    PreferredTerms,
+    Requirement,
+    parse_int64,
+)
+
+if TYPE_CHECKING:
+    from shared.framework.types import NodeInfo
+
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+
+_ABSENT = -1  # label code of a node without the key
+# Resource amounts are exact integers of any size; columns hold int64. An amount beyond
+# this bound is clamped and marks the columns `oversized`, and batch plugins then leave
+# resource checks to the per-node path, which computes in Python's integers.
+SAFE_AMOUNT = 2**62
+TaintKey = tuple[tuple[str, str, str], ...]
+
+
+class LabelColumn:
+    """One label key: a code per node (-1: key absent) and the vocabulary of values."""
+
+    def __init__(self, n: int) -> None:
+        self.codes = np.full(n, _ABSENT, dtype=np.int64)
+        self.code_of: dict[str, int] = {}
+        self.values: list[str] = []
+        self._ints: tuple[IntArray, BoolArray] | None = None  # for Gt / Lt
+
+    def code(self, value: str) -> int:
+        code = self.code_of.get(value)
+        if code is None:
+            code = self.code_of[value] = len(self.values)
+            self.values.append(value)
+            self._ints = None
+        return code
+
+    def set(self, i: int, value: str | None) -> None:
+        self.codes[i] = _ABSENT if value is None else self.code(value)
+
+    def equals_any(self, values: Iterable[str]) -> BoolArray:
+        """Nodes whose value is one of `values` (absent never matches)."""
+        codes = [self.code_of[v] for v in values if v in self.code_of]
+        if not codes:
+            return np.zeros(len(self.codes), dtype=np.bool_)
+        if len(codes) == 1:
+            return self.codes == codes[0]
+        table = np.zeros(len(self.values) + 1, dtype=np.bool_)
+        table[np.asarray(codes) + 1] = True
+        return table[self.codes + 1]
+
+    def present(self) -> BoolArray:
+        return self.codes != _ABSENT
+
+    def compare(self, bound: int, greater: bool) -> BoolArray:
+        """Gt / Lt: values that parse as int64 and compare; others never match."""
+        if self._ints is None:
+            parsed = [parse_int64(v) for v in self.values]
+            ints = np.array([p if p is not None else 0 for p in parsed], dtype=np.int64)
+            valid = np.array([p is not None for p in parsed], dtype=np.bool_)
+            self._ints = (ints, valid)
+        ints, valid = self._ints
+        table = np.zeros(len(self.values) + 1, dtype=np.bool_)
+        table[1:] = valid & ((ints > bound) if greater else (ints < bound))
+        return table[self.codes + 1]
+
+
+class ImageColumn:
+    """One image name: its size on each node that has it (presence kept apart: size 0 is
+    a legal size)."""
+
+    def __init__(self, n: int) -> None:
+        self.size = np.zeros(n, dtype=np.int64)
+        self.present = np.zeros(n, dtype=np.bool_)
+
+
+def _image_sizes(info: NodeInfo) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for image in info.node.status.images:
+        for name in image.names:
+            sizes[name] = image.size_bytes
+    return sizes
+
+
+def _taint_key(taints: Sequence[Taint]) -> TaintKey:
+    return tuple((t.key, t.value, t.effect) for t in taints)
+
+
+class NodeColumns:
+    """Columns over `infos` (nodes that exist; the snapshot's order)."""
+
+    def __init__(self, infos: Sequence[NodeInfo]) -> None:
+        self.infos = list(infos)
+        self.n = n = len(self.infos)
+        self.index = {info.name: i for i, info in enumerate(self.infos)}
+        self.version = 0  # bumped on every row update, for caches keyed on the columns
+        self.oversized = False  # some resource amount did not fit a column (SAFE_AMOUNT)
+        self.num_pods = np.zeros(n, dtype=np.int64)
+        self.nonzero_cpu = np.zeros(n, dtype=np.int64)
+        self.nonzero_memory = np.zeros(n, dtype=np.int64)
+        self.unschedulable = np.zeros(n, dtype=np.bool_)
+        self.has_ports = np.zeros(n, dtype=np.bool_)
+        self.taint_group = np.zeros(n, dtype=np.int64)
+        self.taint_groups: list[list[Taint]] = []
+        self._taint_group_of: dict[TaintKey, int] = {}
+        self._alloc: dict[str, IntArray] = {}
+        self._requested: dict[str, IntArray] = {}
+        self._labels: dict[str, LabelColumn] = {}
+        self._images: dict[str, ImageColumn] = {}
+        self._image_names: list[dict[str, int]] = [{} for _ in range(n)]
+        for name in (CPU, MEMORY, PODS):
+            self.allocatable(name)
+            self.requested(name)
+        for i in range(n):
+            self._fill_fixed(i)
+
+    # --- rows -------------------------------------------------------------------
+
+    def update(self, name: str) -> bool:
+        """Re-read the row of node `name` from its NodeInfo; False if not a row here."""
+        i = self.index.get(name)
+        if i is None:
+            return False
+        self._fill_fixed(i)
+        info = self.infos[i]
+        for res, col in self._alloc.items():
+            col[i] = self._amount(info.allocatable.get(res, 0))
+        for res, col in self._requested.items():
+            col[i] = self._amount(info.requested.get(res, 0))
+        for key, lcol in self._labels.items():
+            lcol.set(i, info.labels.get(key))
+        sizes = self._image_names[i] = _image_sizes(info)
+        for image, icol in self._images.items():
+            icol.size[i] = sizes.get(image, 0)
+            icol.present[i] = image in sizes
+        self.version += 1
+        return True
+
+    def replace(self, info: NodeInfo) -> bool:
+        """A new NodeInfo object for an existing row (a refreshed node)."""
+        i = self.index.get(info.name)
+        if i is None:
+            return False
+        self.infos[i] = info
+        return self.update(info.name)
+
+    def _fill_fixed(self, i: int) -> None:
+        info = self.infos[i]
+        self.num_pods[i] = info.num_pods
+        self.nonzero_cpu[i] = self._amount(info.nonzero_cpu)
+        self.nonzero_memory[i] = self._amount(info.nonzero_memory)
+        self.has_ports[i] = bool(info.used_ports)
+        spec = info.node.spec
+        self.unschedulable[i] = spec.unschedulable
+        self.taint_group[i] = self._taint_group_id(spec.taints)
+
+    def _taint_group_id(self, taints: list[Taint]) -> int:
+        key = _taint_key(taints)
+        gid = self._taint_group_of.get(key)
+        if gid is None:
+            gid = self._taint_group_of[key] = len(self.taint_groups)
+            self.taint_groups.append(list(taints))
+        return gid
+
+    # --- columns built on first use -----------------------------------------------
+
+    def allocatable(self, resource: str) -> IntArray:
+        col = self._alloc.get(resource)
+        if col is None:
+            col = self._alloc[resource] = self._column(lambda i: i.allocatable.get(resource, 0))
+        return col
+
+    def requested(self, resource: str) -> IntArray:
+        col = self._requested.get(resource)
+        if col is None:
+            col = self._requested[resource] = self._column(lambda i: i.requested.get(resource, 0))
+        return col
+
+    def has_allocatable(self, resource: str) -> BoolArray:
+        return np.fromiter(
+            (resource in info.allocatable for info in self.infos), dtype=np.bool_, count=self.n
+        )
+
+    def _column(self, value: Callable[[NodeInfo], int]) -> IntArray:
+        amounts = (self._amount(value(info)) for info in self.infos)
+        return np.fromiter(amounts, dtype=np.int64, count=self.n)
+
+    def _amount(self, value: int) -> int:
+        if -SAFE_AMOUNT <= value <= SAFE_AMOUNT:
+            return value
+        self.oversized = True
+        return SAFE_AMOUNT if value > 0 else -SAFE_AMOUNT
+
+    def label(self, key: str) -> LabelColumn:
+        col = self._labels.get(key)
+        if col is None:
+            col = self._labels[key] = LabelColumn(self.n)
+            for i, info in enumerate(self.infos):
+                value = info.labels.get(key)
+                if value is not None:
+                    col.set(i, value)
+        return col
+
+    def image(self, name: str) -> ImageColumn:
+        col = self._images.get(name)
+        if col is None:
+            if not self._images:  # first image asked about: index every node's images
+                self._image_names = [_image_sizes(info) for info in self.infos]
+            col = self._images[name] = ImageColumn(self.n)
+            for i, sizes in enumerate(self._image_names):
+                if name in sizes:
+                    col.size[i] = sizes[name]
+                    col.present[i] = True
+        return col
+
+    def name_mask(self, names: Iterable[str]) -> BoolArray:
+        mask = np.zeros(self.n, dtype=np.bool_)
+        rows = [self.index[name] for name in names if name in self.index]
+        mask[rows] = True
+        return mask
+
+    def per_taint_group(self, value: Callable[[list[Taint]], int]) -> IntArray:
+        """value(taints) for each node, computed once per distinct taint set."""
+        table = np.fromiter(
+            (value(taints) for taints in self.taint_groups),
+            dtype=np.int64,
+            count=len(self.taint_groups),
+        )
+        if len(table) == 0:
+            return np.zeros(self.n, dtype=np.int64)
+        return table[self.taint_group]
+
+
+# --- selectors over columns (the batch twins of selectors.py's matches) -------------
+
+
+class NodeRows(Sequence["NodeInfo"]):
+    """The NodeInfos at some rows of the columns, listed only if a plugin walks them
+    (most PreScore plugins never do, and listing thousands costs more than scoring)."""
+
+    def __init__(self, nodes: NodeColumns, rows: IntArray) -> None:
+        self._infos = nodes.infos
+        self._rows = rows
+        self._list: list[NodeInfo] | None = None
+
+    def _items(self) -> list[NodeInfo]:
+        if self._list is None:
+            self._list = [self._infos[r] for r in self._rows.tolist()]
+        return self._list
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, i: int) -> NodeInfo: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[NodeInfo]: ...
+
+    def __getitem__(self, i: int | slice) -> NodeInfo | list[NodeInfo]:
+        return self._items()[i]
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        return iter(self._items())
+
+
+def requirement_mask(cols: NodeColumns, req: Requirement) -> BoolArray:
+    col = cols.label(req.key)
+    op = req.operator
+    if op == "In":
+        return col.equals_any(req.values)
+    if op == "NotIn":
+        return ~col.equals_any(req.values)
+    if op == "Exists":
+        return col.present()
+    if op == "DoesNotExist":
+        return ~col.present()
+    return col.compare(req.bound, greater=op == "Gt")
+
+
+def match_labels_mask(cols: NodeColumns, wanted: dict[str, str]) -> BoolArray:
+    """labels.SelectorFromSet: every key present with an equal value."""
+    mask = np.ones(cols.n, dtype=np.bool_)
+    for key, value in wanted.items():
+        mask &= cols.label(key).equals_any((value,))
+    return mask
+
+
+def term_mask(cols: NodeColumns, term: ParsedTerm) -> BoolArray:
+    if term.errors:
+        return np.zeros(cols.n, dtype=np.bool_)
+    mask = np.ones(cols.n, dtype=np.bool_)
+    for req in term.labels or ():
+        mask &= requirement_mask(cols, req)
+    for field in term.fields or ():
+        # Only metadata.name is a node field; a requirement on another never equals.
+        if field.key == OBJECT_NAME_FIELD:
+            equal = cols.name_mask((field.value,))
+        else:
+            equal = np.full(cols.n, field.value == "", dtype=np.bool_)
+        mask &= equal if field.equal else ~equal
+    return mask
+
+
+def node_selector_mask(cols: NodeColumns, selector: ParsedNodeSelector) -> BoolArray:
+    mask = np.zeros(cols.n, dtype=np.bool_)
+    for term in selector.terms:
+        mask |= term_mask(cols, term)
+    return mask
+
+
+def preferred_terms_scores(cols: NodeColumns, preferred: PreferredTerms) -> IntArray:
+    total = np.zeros(cols.n, dtype=np.int64)
+    for weight, term in preferred.terms:
+        total += np.where(term_mask(cols, term), weight, 0)
+    return total
