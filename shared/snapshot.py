@@ -12,6 +12,7 @@ from importlib.resources import files
 import redis.asyncio as aioredis
 
 from shared import keys
+from shared.framework.columns import NodeColumns
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import NodeInfo, PodInfo
 from shared.wire import unpack
@@ -20,11 +21,18 @@ _DELTA_LUA = files("shared.lua").joinpath("snapshot_delta.lua").read_text()
 
 
 class Snapshot:
+    """The worker's NodeInfos, their sorted list and the columns over it, all kept in
+    step: a changed node replaces its row in place; only adding or removing a node
+    (or a node object appearing or vanishing under lingering pods) rebuilds the
+    list and the columns."""
+
     def __init__(self, redis: aioredis.Redis) -> None:
         self._script = redis.register_script(_DELTA_LUA)
         self.nodes: dict[str, NodeInfo] = {}
         self.generation = 0
         self._list: list[NodeInfo] | None = None
+        self._position: dict[str, int] = {}
+        self._columns: NodeColumns | None = None
         self._cluster: ClusterSnapshot | None = None
 
     async def refresh(self) -> int:
@@ -32,57 +40,77 @@ class Snapshot:
         flat = await self._script(
             keys=[keys.CACHE_GENERATIONS, keys.CACHE_NODEINFO], args=[self.generation]
         )
+        changed = []
         for i in range(0, len(flat), 3):
-            name = flat[i].decode()
-            generation = int(float(flat[i + 1]))
-            record = flat[i + 2]
-            if record:
-                self.nodes[name] = self._decode(name, record)
-            else:
-                self.nodes.pop(name, None)
-            self.generation = max(self.generation, generation)
-        if flat:
-            self._invalidate()
-        return len(flat) // 3
-
-    def _decode(self, name: str, record: bytes | str) -> NodeInfo:
-        old = self.nodes.get(name)
-        return NodeInfo.from_record(unpack(record), old.pods if old is not None else None)
-
-    def _invalidate(self) -> None:
-        self._list = None
-        self._cluster = None
-
-    def cluster(self) -> ClusterSnapshot:
-        """The plugins' view of this snapshot (rebuilt only after a change)."""
-        if self._cluster is None:
-            self._cluster = ClusterSnapshot(self.node_list())
-            self._cluster.fill_image_states()
-        return self._cluster
-
-    def assume(self, pod: PodInfo, node_name: str) -> None:
-        """Count `pod` on the node locally, so that later pods of the batch see it."""
-        self.nodes[node_name].add_pod(pod)
-        if pod.has_affinity:
-            self._cluster = None  # the lists of nodes with affinity pods changed
-
-    def forget(self, pod: PodInfo, node_name: str) -> None:
-        node = self.nodes.get(node_name)
-        if node is not None and node.remove_pod(pod.key) and pod.has_affinity:
-            self._cluster = None
-
-    def node_list(self) -> list[NodeInfo]:
-        if self._list is None:
-            self._list = sorted(self.nodes.values(), key=lambda n: n.name)
-        return self._list
+            changed.append((flat[i].decode(), flat[i + 2]))
+            self.generation = max(self.generation, int(float(flat[i + 1])))
+        self._apply(changed)
+        return len(changed)
 
     async def reload(self, redis: aioredis.Redis, names: set[str]) -> None:
         """Re-read `names` as committed (a local assumption on them was refused)."""
         ordered = sorted(names)
         records = await redis.hmget(keys.CACHE_NODEINFO, ordered)
-        for name, record in zip(ordered, records, strict=True):
-            if record:
-                self.nodes[name] = self._decode(name, record)
-            else:
+        self._apply(list(zip(ordered, records, strict=True)))
+
+    def _apply(self, changed: list[tuple[str, bytes | str | None]]) -> None:
+        rebuild = False
+        replaced = []
+        for name, record in changed:
+            old = self.nodes.get(name)
+            if not record:
                 self.nodes.pop(name, None)
-        self._invalidate()
+                rebuild = rebuild or old is not None
+                continue
+            info = self._decode(name, record, old)
+            self.nodes[name] = info
+            if old is None or (old.raw_node is None) != (info.raw_node is None):
+                rebuild = True
+            else:
+                replaced.append(info)
+        if not changed:
+            return
+        self._cluster = None
+        if rebuild or self._list is None:
+            self._list = None
+            self._columns = None
+            return
+        for info in replaced:
+            self._list[self._position[info.name]] = info
+            if self._columns is not None:
+                self._columns.replace(info)
+
+    def _decode(self, name: str, record: bytes | str, old: NodeInfo | None) -> NodeInfo:
+        return NodeInfo.from_record(unpack(record), old.pods if old is not None else None)
+
+    def node_list(self) -> list[NodeInfo]:
+        if self._list is None:
+            self._list = sorted(self.nodes.values(), key=lambda n: n.name)
+            self._position = {n.name: i for i, n in enumerate(self._list)}
+        return self._list
+
+    def cluster(self) -> ClusterSnapshot:
+        """The plugins' view of this snapshot (rebuilt only after a change)."""
+        if self._cluster is None:
+            self._cluster = ClusterSnapshot(self.node_list(), columns=self._columns)
+            self._cluster.fill_image_states()
+            self._columns = self._cluster.columns
+        return self._cluster
+
+    def assume(self, pod: PodInfo, node_name: str) -> None:
+        """Count `pod` on the node locally, so that later pods of the batch see it."""
+        if self._cluster is not None:
+            self._cluster.add_pod(pod, node_name)
+            return
+        self.nodes[node_name].add_pod(pod)
+        if self._columns is not None:
+            self._columns.update(node_name)
+
+    def forget(self, pod: PodInfo, node_name: str) -> None:
+        node = self.nodes.get(node_name)
+        if node is None or not node.remove_pod(pod.key):
+            return
+        if self._columns is not None:
+            self._columns.update(node_name)
+        if pod.has_affinity:
+            self._cluster = None  # the lists of nodes with affinity pods changed
