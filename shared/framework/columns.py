@@ -13,7 +13,7 @@ image some pod asked about) and kept up to date from then on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, overload
 
 import numpy as np
@@ -44,6 +44,10 @@ _ABSENT = -1  # label code of a node without the key
 # this bound is clamped and marks the columns `oversized`, and batch plugins then leave
 # resource checks to the per-node path, which computes in Python's integers.
 SAFE_AMOUNT = 2**62
+# Per-node counts of pods matching some selector, kept for the selectors asked about
+# most recently (each is recounted on its node whenever a row changes).
+MAX_POD_COUNT_COLUMNS = 16
+PodCounter = Callable[["NodeInfo"], int]
 TaintKey = tuple[tuple[str, str, str], ...]
 
 
@@ -137,6 +141,7 @@ class NodeColumns:
         self._labels: dict[str, LabelColumn] = {}
         self._images: dict[str, ImageColumn] = {}
         self._image_names: list[dict[str, int]] = [{} for _ in range(n)]
+        self._pod_counts: dict[Hashable, tuple[IntArray, PodCounter]] = {}
         for name in (CPU, MEMORY, PODS):
             self.allocatable(name)
             self.requested(name)
@@ -162,6 +167,8 @@ class NodeColumns:
         for image, icol in self._images.items():
             icol.size[i] = sizes.get(image, 0)
             icol.present[i] = image in sizes
+        for counts, counter in self._pod_counts.values():
+            counts[i] = counter(info)
         self.version += 1
         return True
 
@@ -241,6 +248,30 @@ class NodeColumns:
                     col.size[i] = sizes[name]
                     col.present[i] = True
         return col
+
+    def pod_counts(self, key: Hashable, counter: PodCounter) -> IntArray:
+        """counter(node) for every node: how many of its pods match what `key` names
+        (the same key must always come with an equivalent counter)."""
+        entry = self._pod_counts.pop(key, None)  # re-inserted: most recent last
+        if entry is None:
+            if len(self._pod_counts) >= MAX_POD_COUNT_COLUMNS:
+                del self._pod_counts[next(iter(self._pod_counts))]
+            counts = np.fromiter((counter(i) for i in self.infos), np.int64, count=self.n)
+            entry = (counts, counter)
+        self._pod_counts[key] = entry
+        return entry[0]
+
+    def domain_sums(self, key: str, rows: IntArray, counts: IntArray) -> dict[str, int]:
+        """Sum of `counts` at `rows` per value of label `key`, in the order the values
+        first appear among the rows (rows must all have the label)."""
+        col = self.label(key)
+        codes = col.codes[rows]
+        if len(codes) == 0:
+            return {}
+        sums = np.bincount(codes, weights=counts[rows], minlength=len(col.values))
+        uniq, first = np.unique(codes, return_index=True)
+        ordered = uniq[np.argsort(first)].tolist()
+        return {col.values[c]: int(sums[c]) for c in ordered}
 
     def name_mask(self, names: Iterable[str]) -> BoolArray:
         mask = np.zeros(self.n, dtype=np.bool_)

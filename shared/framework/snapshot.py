@@ -53,6 +53,12 @@ class ClusterSnapshot:
             self._columns = NodeColumns(self._nodes)
         return self._columns
 
+    @property
+    def built_columns(self) -> NodeColumns | None:
+        """The columns if something already built them: a plugin may use them to speed
+        up a PreFilter, but a one-off check (the cache's validation) must not pay for them."""
+        return self._columns
+
     def add_pod(self, pod: PodInfo, node_name: str) -> None:
         """Count `pod` on a node of this snapshot (a later pod of the batch sees it)."""
         self.by_name[node_name].add_pod(pod)

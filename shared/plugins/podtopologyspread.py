@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import numpy as np
 from pydantic import ValidationError
 
 from shared.api.models import (
@@ -25,9 +26,11 @@ from shared.api.models import (
     TopologySpreadConstraint,
     describe_validation_error,
 )
+from shared.framework.columns import BoolArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.interface import (
     MAX_NODE_SCORE,
+    BatchFilterPlugin,
     ClusterEvent,
     ClusterEventWithHint,
     EnqueueExtensions,
@@ -44,8 +47,8 @@ from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.args import arg_error, reject_unknown
-from shared.plugins.nodeaffinity import required_node_affinity_matches
-from shared.plugins.tainttoleration import untolerated
+from shared.plugins.nodeaffinity import required_node_affinity, required_node_affinity_matches
+from shared.plugins.tainttoleration import tolerates_hard_taints
 
 NAME = "PodTopologySpread"
 ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
@@ -94,16 +97,24 @@ class Constraint:
         sel = self.selector
         return sel is not None and not sel.match_labels and not sel.match_expressions
 
+    def includes_all(self, pod: PodInfo, nodes: NodeColumns) -> BoolArray:
+        """`includes` for every node of the columns."""
+        mask = np.ones(nodes.n, dtype=np.bool_)
+        if self.node_affinity_policy == "Honor":
+            mask &= required_node_affinity(pod).matches_all(nodes)
+        if self.node_taints_policy == "Honor":
+            tolerations = pod.pod.spec.tolerations
+            mask &= nodes.per_taint_group(lambda t: tolerates_hard_taints(t, tolerations)) != 0
+        return mask
+
     def includes(self, pod: PodInfo, node: NodeInfo) -> bool:
         """matchNodeInclusionPolicies: whether the node's domain counts for this pod."""
         if self.node_affinity_policy == "Honor" and not required_node_affinity_matches(pod, node):
             return False
-        if self.node_taints_policy == "Honor":
-            # DoNotScheduleTaintsFilterFunc: PreferNoSchedule taints never exclude a node.
-            hard = [t for t in node.node.spec.taints if t.effect in ("NoSchedule", "NoExecute")]
-            if untolerated(hard, pod.pod.spec.tolerations) is not None:
-                return False
-        return True
+        # DoNotScheduleTaintsFilterFunc: PreferNoSchedule taints never exclude a node.
+        return self.node_taints_policy != "Honor" or tolerates_hard_taints(
+            node.node.spec.taints, pod.pod.spec.tolerations
+        )
 
     def with_selector(self, selector: LabelSelector) -> Constraint:
         return Constraint(
@@ -172,6 +183,10 @@ def default_selector(pod: PodInfo, services: list[dict[str, Any]]) -> LabelSelec
 def has_all_keys(labels: Mapping[str, str], constraints: list[Constraint]) -> bool:
     """nodeLabelsMatchSpreadConstraints."""
     return all(c.topology_key in labels for c in constraints)
+
+
+def _pod_counter(constraint: Constraint, namespace: str) -> Callable[[NodeInfo], int]:
+    return lambda node: count_matching(node, constraint, namespace)
 
 
 def count_matching(node: NodeInfo, constraint: Constraint, namespace: str) -> int:
@@ -256,7 +271,12 @@ class PreScoreState:
 
 
 class PodTopologySpread(
-    PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions
+    PreFilterPlugin,
+    FilterPlugin,
+    BatchFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    EnqueueExtensions,
 ):
     name = NAME
 
@@ -290,6 +310,10 @@ class PodTopologySpread(
         if not constraints:
             return s
         namespace = pod.pod.metadata.namespace
+        columns = self.handle.snapshot.built_columns
+        if columns is not None and nodes is self.handle.snapshot.nodes:
+            s.counts = self._domain_counts(pod, constraints, columns)
+            nodes = []  # counted from the columns
         for node in nodes:
             if not has_all_keys(node.labels, constraints):
                 continue
@@ -305,6 +329,24 @@ class PodTopologySpread(
                 paths.update(value, num)
             s.paths.append(paths)
         return s
+
+    @staticmethod
+    def _domain_counts(
+        pod: PodInfo, constraints: list[Constraint], nodes: NodeColumns
+    ) -> list[dict[str, int]]:
+        """The per-node counting of `_pre_filter_state`, over the columns: matching pods
+        per node come from a cached count column, summed per domain."""
+        namespace = pod.pod.metadata.namespace
+        has_all = np.ones(nodes.n, dtype=np.bool_)
+        for c in constraints:
+            has_all &= nodes.label(c.topology_key).present()
+        counts = []
+        for c in constraints:
+            rows = np.flatnonzero(has_all & c.includes_all(pod, nodes))
+            key = ("PodTopologySpread", namespace, repr(c.selector))
+            matching = nodes.pod_counts(key, _pod_counter(c, namespace))
+            counts.append(nodes.domain_sums(c.topology_key, rows, matching))
+        return counts
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
@@ -360,6 +402,23 @@ class PodTopologySpread(
             if skew > c.max_skew:
                 return Status(Code.UNSCHEDULABLE, [ERR_REASON_CONSTRAINTS_NOT_MATCH])
         return SUCCESS
+
+    def filter_all(self, state: CycleState, pod: PodInfo, nodes: NodeColumns) -> BoolArray | None:
+        s = state.read(_PRE_FILTER)
+        if s is None:
+            return None
+        labels = pod.pod.metadata.labels
+        mask = np.ones(nodes.n, dtype=np.bool_)
+        for i, c in enumerate(s.constraints):
+            col = nodes.label(c.topology_key)
+            mask &= col.present()
+            # Matching pods per domain, by label code; the extra last entry serves
+            # nodes without the label (code -1), already rejected above.
+            per_code = [s.counts[i].get(value, 0) for value in col.values]
+            counts = np.array([*per_code, 0], dtype=np.int64)[col.codes]
+            self_match = 1 if c.matches(labels) else 0
+            mask &= counts + self_match - s.min_match(i) <= c.max_skew
+        return mask
 
     # --- PreScore / Score -----------------------------------------------------------
 

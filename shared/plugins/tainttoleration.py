@@ -73,13 +73,13 @@ class TaintToleration(
     name = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        if _tolerates_hard_taints(node.node.spec.taints, pod.pod.spec.tolerations):
+        if tolerates_hard_taints(node.node.spec.taints, pod.pod.spec.tolerations):
             return SUCCESS
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_NOT_MATCH])
 
     def filter_all(self, state: CycleState, pod: PodInfo, nodes: NodeColumns) -> BoolArray:
         tolerations = pod.pod.spec.tolerations
-        ok = nodes.per_taint_group(lambda taints: _tolerates_hard_taints(taints, tolerations))
+        ok = nodes.per_taint_group(lambda taints: tolerates_hard_taints(taints, tolerations))
         return ok.astype(np.bool_)
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
@@ -121,7 +121,7 @@ class TaintToleration(
         ]
 
 
-def _tolerates_hard_taints(taints: list[Taint], tolerations: list[Toleration]) -> bool:
+def tolerates_hard_taints(taints: list[Taint], tolerations: list[Toleration]) -> bool:
     """DoNotScheduleTaintsFilterFunc: PreferNoSchedule taints only lower the score."""
     hard = [t for t in taints if t.effect in ("NoSchedule", "NoExecute")]
     return untolerated(hard, tolerations) is None

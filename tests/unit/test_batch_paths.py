@@ -143,7 +143,28 @@ def pod_object(c: Chooser, i: int) -> dict[str, Any]:
         ]
     if affinity:
         spec["affinity"] = {"nodeAffinity": affinity}
-    return {"metadata": {"name": f"p{i}", "namespace": "default", "uid": f"u{i}"}, "spec": spec}
+    if c.integer(0, 2) == 0:
+        spec["topologySpreadConstraints"] = [spread_object(c) for _ in range(c.integer(1, 2))]
+    labels = {"app": c.one(["web", "db"])}
+    meta = {"name": f"p{i}", "namespace": c.one(["default", "default", "other"]), "uid": f"u{i}"}
+    return {"metadata": {**meta, "labels": labels}, "spec": spec}
+
+
+def spread_object(c: Chooser) -> dict[str, Any]:
+    constraint: dict[str, Any] = {
+        "maxSkew": c.integer(1, 3),
+        "topologyKey": c.one(["topology.kubernetes.io/zone", "kubernetes.io/hostname", "disk"]),
+        "whenUnsatisfiable": c.one(["DoNotSchedule", "ScheduleAnyway"]),
+        "labelSelector": {"matchLabels": {"app": c.one(["web", "db"])}},
+    }
+    if c.integer(0, 3) == 0:
+        constraint["minDomains"] = c.integer(1, 4)
+        constraint["whenUnsatisfiable"] = "DoNotSchedule"
+    if c.integer(0, 3) == 0:
+        constraint["nodeTaintsPolicy"] = "Honor"
+    if c.integer(0, 3) == 0:
+        constraint["nodeAffinityPolicy"] = "Ignore"
+    return constraint
 
 
 def term_object(c: Chooser) -> dict[str, Any]:
@@ -275,7 +296,7 @@ def test_each_batch_plugin_equals_its_per_node_form(inputs: tuple, prof: str) ->
     snapshot = build(list(nodes), existing)
     fw = Framework.from_profile(profile(prof))
     fw.set_snapshot(snapshot)
-    columns = NodeColumns(snapshot.nodes)
+    columns = snapshot.columns  # built first, so that PreFilters may count from it
     rows = np.arange(columns.n)
     for n, raw in enumerate(pods):
         pod = PodInfo.of(raw, 1000 + n)
