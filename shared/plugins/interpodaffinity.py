@@ -9,9 +9,11 @@ ScorePlugin (with ScoreExtensions), EnqueueExtensions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from shared.api.models import (
     DEFAULT_NAMESPACE,
@@ -23,9 +25,11 @@ from shared.api.models import (
     WeightedPodAffinityTerm,
 )
 from shared.config import ConfigError
+from shared.framework.columns import BoolArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.interface import (
     MAX_NODE_SCORE,
+    BatchFilterPlugin,
     ClusterEvent,
     ClusterEventWithHint,
     EnqueueExtensions,
@@ -363,6 +367,7 @@ class InterPodAffinity(
     PreFilterPlugin,
     PreFilterExtensions,
     FilterPlugin,
+    BatchFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
     ScoreExtensions,
@@ -440,6 +445,10 @@ class InterPodAffinity(
         terms = state.terms
         if not terms.required_affinity and not terms.required_anti_affinity:
             return
+        columns = self.handle.snapshot.built_columns
+        if columns is not None:
+            _count_incoming_affinity_from_columns(state, columns)
+            return
         for node in self.handle.snapshot.node_infos:
             if node.raw_node is None:
                 continue
@@ -505,6 +514,31 @@ class InterPodAffinity(
         if not _satisfies_existing_pods_anti_affinity(pre, labels):
             return unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)
         return SUCCESS
+
+    def filter_all(self, state: CycleState, pod: PodInfo, nodes: NodeColumns) -> BoolArray | None:
+        pre = state.read(PRE_FILTER_KEY)
+        if pre is None:
+            return None
+        mask = np.ones(nodes.n, dtype=np.bool_)
+        terms = pre.terms.required_affinity
+        if terms:  # _satisfies_pod_affinity
+            pods_exist = np.ones(nodes.n, dtype=np.bool_)
+            for term in terms:
+                col = nodes.label(term.topology_key)
+                mask &= col.present()
+                pods_exist &= col.equals_any(_positive(pre.affinity_counts, term.topology_key))
+            if pre.affinity_counts or not _pod_matches_all_terms(
+                terms, pre.pod, pre.namespace_labels
+            ):
+                mask &= pods_exist
+        if pre.anti_affinity_counts:  # _satisfies_pod_anti_affinity
+            for term in pre.terms.required_anti_affinity:
+                key = term.topology_key
+                mask &= ~nodes.label(key).equals_any(_positive(pre.anti_affinity_counts, key))
+        existing = pre.existing_anti_affinity_counts
+        for key in dict.fromkeys(k for k, _ in existing):  # _satisfies_existing_pods_anti_affinity
+            mask &= ~nodes.label(key).equals_any(_positive(existing, key))
+        return mask
 
     # --- prescore / score --------------------------------------------------------
 
@@ -605,6 +639,46 @@ class InterPodAffinity(
             # float64 arithmetic truncated toward zero, as Go's int64(fScore).
             s.score = int(MAX_NODE_SCORE * ((s.score - low) / spread)) if spread > 0 else 0
         return SUCCESS
+
+
+def _positive(counts: TopologyCounts, key: str) -> list[str]:
+    """The values of topology `key` that have a positive count."""
+    return [value for (k, value), n in counts.items() if k == key and n > 0]
+
+
+def _count_incoming_affinity_from_columns(state: PreFilterState, nodes: NodeColumns) -> None:
+    """InterPodAffinity._count_incoming_affinity over the columns: pods matching the
+    terms per node come from cached count columns, summed per topology domain."""
+    terms = state.terms
+    if terms.required_affinity:
+        all_terms = terms.required_affinity
+        key = ("InterPodAffinity.all", repr(all_terms))
+        matching = nodes.pod_counts(
+            key, _pod_counter(lambda p: _pod_matches_all_terms(all_terms, p, {}))
+        )
+        for term in all_terms:
+            _add_domain_counts(state.affinity_counts, nodes, term.topology_key, matching)
+    for term in terms.required_anti_affinity:
+        key = ("InterPodAffinity.term", repr(term))
+        matching = nodes.pod_counts(key, _pod_counter(_matches_all((term,))))
+        _add_domain_counts(state.anti_affinity_counts, nodes, term.topology_key, matching)
+
+
+def _matches_all(terms: tuple[AffinityTerm, ...]) -> Callable[[Pod], bool]:
+    return lambda pod: _pod_matches_all_terms(terms, pod, {})
+
+
+def _pod_counter(matches: Callable[[Pod], bool]) -> Callable[[NodeInfo], int]:
+    return lambda node: sum(1 for p in node.pods.values() if matches(p.pod))
+
+
+def _add_domain_counts(
+    counts: TopologyCounts, nodes: NodeColumns, key: str, matching: IntArray
+) -> None:
+    rows = np.flatnonzero(nodes.label(key).present() & (matching > 0))
+    for value, n in nodes.domain_sums(key, rows, matching).items():
+        pair = (key, value)
+        counts[pair] = counts.get(pair, 0) + n
 
 
 def _satisfies_pod_affinity(pre: PreFilterState, labels: Mapping[str, str]) -> bool:

@@ -109,6 +109,29 @@ EXPRESSIONS = [
 
 
 def pod_object(c: Chooser, i: int) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [container_object(c)]}
+    if c.flag():
+        spec["tolerations"] = c.some(TOLERATIONS, 2)
+    if c.integer(0, 3) == 0:
+        spec["nodeSelector"] = {"disk": c.one(["ssd", "hdd"])}
+    affinity = {"nodeAffinity": node_affinity_object(c)}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if c.integer(0, 3) == 0:
+            affinity[kind] = {
+                "requiredDuringSchedulingIgnoredDuringExecution": [pod_term_object(c)]
+            }
+            if c.flag():
+                preferred = {"weight": c.integer(1, 100), "podAffinityTerm": pod_term_object(c)}
+                affinity[kind]["preferredDuringSchedulingIgnoredDuringExecution"] = [preferred]
+    spec["affinity"] = {kind: rules for kind, rules in affinity.items() if rules}
+    if c.integer(0, 2) == 0:
+        spec["topologySpreadConstraints"] = [spread_object(c) for _ in range(c.integer(1, 2))]
+    labels = {"app": c.one(["web", "db"])}
+    meta = {"name": f"p{i}", "namespace": c.one(["default", "default", "other"]), "uid": f"u{i}"}
+    return {"metadata": {**meta, "labels": labels}, "spec": spec}
+
+
+def container_object(c: Chooser) -> dict[str, Any]:
     requests: dict[str, str] = {}
     if c.integer(0, 4):
         requests["cpu"] = c.one(["100m", "300m", "1", "3"])
@@ -125,11 +148,10 @@ def pod_object(c: Chooser, i: int) -> dict[str, Any]:
     }
     if c.integer(0, 5) == 0:
         container["ports"] = [{"containerPort": 80, "hostPort": 8080}]
-    spec: dict[str, Any] = {"containers": [container]}
-    if c.flag():
-        spec["tolerations"] = c.some(TOLERATIONS, 2)
-    if c.integer(0, 3) == 0:
-        spec["nodeSelector"] = {"disk": c.one(["ssd", "hdd"])}
+    return container
+
+
+def node_affinity_object(c: Chooser) -> dict[str, Any]:
     affinity: dict[str, Any] = {}
     if c.integer(0, 2) == 0:
         selector_terms = [term_object(c) for _ in range(c.integer(1, 2))]
@@ -141,13 +163,17 @@ def pod_object(c: Chooser, i: int) -> dict[str, Any]:
             {"weight": c.integer(1, 100), "preference": term_object(c)}
             for _ in range(c.integer(1, 3))
         ]
-    if affinity:
-        spec["affinity"] = {"nodeAffinity": affinity}
-    if c.integer(0, 2) == 0:
-        spec["topologySpreadConstraints"] = [spread_object(c) for _ in range(c.integer(1, 2))]
-    labels = {"app": c.one(["web", "db"])}
-    meta = {"name": f"p{i}", "namespace": c.one(["default", "default", "other"]), "uid": f"u{i}"}
-    return {"metadata": {**meta, "labels": labels}, "spec": spec}
+    return affinity
+
+
+def pod_term_object(c: Chooser) -> dict[str, Any]:
+    term: dict[str, Any] = {
+        "labelSelector": {"matchLabels": {"app": c.one(["web", "db"])}},
+        "topologyKey": c.one(["topology.kubernetes.io/zone", "kubernetes.io/hostname", "disk"]),
+    }
+    if c.integer(0, 3) == 0:
+        term["namespaces"] = [c.one(["default", "other"])]
+    return term
 
 
 def spread_object(c: Chooser) -> dict[str, Any]:
