@@ -21,10 +21,10 @@ _DELTA_LUA = files("shared.lua").joinpath("snapshot_delta.lua").read_text()
 
 
 class Snapshot:
-    """The worker's NodeInfos, their sorted list and the columns over it, all kept in
-    step: a changed node replaces its row in place; only adding or removing a node
-    (or a node object appearing or vanishing under lingering pods) rebuilds the
-    list and the columns."""
+    """The worker's NodeInfos, their sorted list, the ClusterSnapshot and the columns
+    over it, all kept in step: a changed node replaces its entry in place; only adding
+    or removing a node (or a node object appearing or vanishing under lingering pods)
+    rebuilds them."""
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self._script = redis.register_script(_DELTA_LUA)
@@ -70,14 +70,17 @@ class Snapshot:
                 replaced.append(info)
         if not changed:
             return
-        self._cluster = None
         if rebuild or self._list is None:
             self._list = None
             self._columns = None
+            self._cluster = None
             return
         for info in replaced:
             self._list[self._position[info.name]] = info
-            if self._columns is not None:
+            if self._cluster is not None:
+                if not self._cluster.replace_node(info):  # its columns are ours
+                    self._cluster = self._columns = None
+            elif self._columns is not None:
                 self._columns.replace(info)
 
     def _decode(self, name: str, record: bytes | str, old: NodeInfo | None) -> NodeInfo:
@@ -110,7 +113,7 @@ class Snapshot:
         node = self.nodes.get(node_name)
         if node is None or not node.remove_pod(pod.key):
             return
-        if self._columns is not None:
+        if self._cluster is not None:
+            self._cluster.node_changed(node_name)
+        elif self._columns is not None:
             self._columns.update(node_name)
-        if pod.has_affinity:
-            self._cluster = None  # the lists of nodes with affinity pods changed

@@ -100,10 +100,12 @@ class Cache:
 
     def add_or_update_node(self, raw_node: dict[str, Any]) -> None:
         name = raw_node["metadata"]["name"]
-        info = self.nodes.get(name) or NodeInfo(name)
+        info = self.nodes.get(name)
+        if info is None or info.raw_node is None:  # the set of nodes changes
+            self._cluster = None
+        info = info or NodeInfo(name)
         self.nodes[name] = info
         info.set_node(raw_node)
-        self._cluster = None
         self._touch(info)
 
     def remove_node(self, name: str) -> None:
@@ -165,8 +167,12 @@ class Cache:
         return framework.run_filter_plugins(state, pod, info)
 
     def cluster(self) -> ClusterSnapshot:
+        """Rebuilt when the set of nodes changes, else kept in step node by node. Its
+        columns let PodTopologySpread and InterPodAffinity count their PreFilter domains
+        without walking every pod at each validation."""
         if self._cluster is None:
             self._cluster = ClusterSnapshot(self.nodes.values())
+            self._cluster.columns  # noqa: B018 - build them now, kept up to date from here
         return self._cluster
 
     def finish_binding(self, key: str, uid: str) -> None:
@@ -238,8 +244,6 @@ class Cache:
             info = self.nodes[state.node] = NodeInfo(state.node)
             self._cluster = None
         info.add_pod(state.pod)
-        if state.pod.has_affinity:
-            self._cluster = None
         self.pods[state.key] = state
         self.dirty_pods.add(state.key)
         self._touch(info)
@@ -251,8 +255,6 @@ class Cache:
         if info is None:
             return
         info.remove_pod(state.key)
-        if state.pod.has_affinity:
-            self._cluster = None
         if info.raw_node is None and not info.pods:
             del self.nodes[state.node]
             self._cluster = None
@@ -262,6 +264,8 @@ class Cache:
             self._touch(info)
 
     def _touch(self, info: NodeInfo) -> None:
+        if self._cluster is not None:
+            self._cluster.node_changed(info.name)
         self.generation += 1
         info.generation = self.generation
         self.dirty_nodes.add(info.name)

@@ -22,6 +22,9 @@ class ClusterSnapshot:
         self.node_infos: list[NodeInfo] = list(node_infos)
         self.by_name = {n.name: n for n in self.node_infos}
         self._nodes = [n for n in self.node_infos if n.raw_node is not None]
+        self._positions = {n.name: i for i, n in enumerate(self.node_infos)}
+        self._node_positions = {n.name: i for i, n in enumerate(self._nodes)}
+        self._images_filled = False
         # Columns of `nodes`, passed in when the caller keeps them up to date across
         # snapshots (the worker), else built on first use.
         if columns is not None and (
@@ -31,13 +34,29 @@ class ClusterSnapshot:
             raise ValueError("columns do not describe this snapshot's nodes")
         self._columns = columns
         self.objects = objects or ClusterObjects()
-        self._index_affinity_pods()
+        # Nodes holding pods with (anti-)affinity, by name, kept up to date per node.
+        self._with_affinity: dict[str, NodeInfo] = {}
+        self._with_anti_affinity: dict[str, NodeInfo] = {}
+        for info in self.node_infos:
+            self._index_affinity_pods(info)
 
-    def _index_affinity_pods(self) -> None:
-        self.have_pods_with_affinity = [n for n in self.node_infos if n.pods_with_affinity]
-        self.have_pods_with_required_anti_affinity = [
-            n for n in self.node_infos if n.pods_with_required_anti_affinity
-        ]
+    def _index_affinity_pods(self, info: NodeInfo) -> None:
+        for index, holds in (
+            (self._with_affinity, info.pods_with_affinity),
+            (self._with_anti_affinity, info.pods_with_required_anti_affinity),
+        ):
+            if holds:
+                index[info.name] = info
+            else:
+                index.pop(info.name, None)
+
+    @property
+    def have_pods_with_affinity(self) -> list[NodeInfo]:
+        return list(self._with_affinity.values())
+
+    @property
+    def have_pods_with_required_anti_affinity(self) -> list[NodeInfo]:
+        return list(self._with_anti_affinity.values())
 
     def get(self, name: str) -> NodeInfo | None:
         return self.by_name.get(name)
@@ -63,16 +82,39 @@ class ClusterSnapshot:
         """Count `pod` on a node of this snapshot (a later pod of the batch sees it)."""
         self.by_name[node_name].add_pod(pod)
         self.node_changed(node_name)
-        if pod.has_affinity:
-            self._index_affinity_pods()
 
     def node_changed(self, name: str) -> None:
-        """A NodeInfo of this snapshot was changed in place: refresh its columns row."""
+        """A NodeInfo of this snapshot was changed in place (its pods, or a new version
+        of a node that stays a node): refresh what the snapshot derives from it."""
+        info = self.by_name.get(name)
+        if info is None:
+            return
+        self._index_affinity_pods(info)
         if self._columns is not None:
             self._columns.update(name)
 
+    def replace_node(self, info: NodeInfo) -> bool:
+        """Put a new NodeInfo object in place of the one of the same name; False (and
+        nothing changed) when the set of nodes would change: rebuild instead."""
+        old = self.by_name.get(info.name)
+        if old is None or (old.raw_node is None) != (info.raw_node is None):
+            return False
+        self.node_infos[self._positions[info.name]] = info
+        if info.raw_node is not None:
+            self._nodes[self._node_positions[info.name]] = info
+        self.by_name[info.name] = info
+        if _image_sizes(old) == _image_sizes(info):
+            info.image_states = old.image_states
+        elif self._images_filled:
+            self.fill_image_states()  # an image appeared or went: counts across nodes move
+        self._index_affinity_pods(info)
+        if self._columns is not None:
+            self._columns.replace(info)
+        return True
+
     def fill_image_states(self) -> None:
         """Per node: image name -> (size on that node, number of nodes having it)."""
+        self._images_filled = True
         count: dict[str, int] = {}
         for info in self.nodes:
             for name in _image_names(info):
@@ -82,6 +124,12 @@ class ClusterSnapshot:
             for image in info.node.status.images:
                 for name in image.names:
                     info.image_states[name] = ImageStateSummary(image.size_bytes, count[name])
+
+
+def _image_sizes(info: NodeInfo) -> list[tuple[tuple[str, ...], int]]:
+    if info.raw_node is None:
+        return []
+    return [(tuple(i.names), i.size_bytes) for i in info.node.status.images]
 
 
 def _image_names(info: NodeInfo) -> set[str]:

@@ -381,3 +381,80 @@ def test_columns_follow_pods_added_after_they_were_built(data: st.DataObject) ->
     assert columns.num_pods.tolist() == fresh.num_pods.tolist()
     assert columns.nonzero_cpu.tolist() == fresh.nonzero_cpu.tolist()
     assert columns.has_ports.tolist() == fresh.has_ports.tolist()
+
+
+def assert_same_view(kept: ClusterSnapshot, fresh: ClusterSnapshot) -> None:
+    """What plugins read of a snapshot kept up to date equals a freshly built one."""
+    assert [n.name for n in kept.nodes] == [n.name for n in fresh.nodes]
+    assert all(a is b for a, b in zip(kept.nodes, fresh.nodes, strict=True))
+    assert {n.name for n in kept.have_pods_with_affinity} == {
+        n.name for n in fresh.have_pods_with_affinity
+    }
+    assert {n.name for n in kept.have_pods_with_required_anti_affinity} == {
+        n.name for n in fresh.have_pods_with_required_anti_affinity
+    }
+    a, b = kept.columns, NodeColumns(fresh.nodes)
+    for name in ("cpu", "memory", "pods", GPU):
+        assert a.allocatable(name).tolist() == b.allocatable(name).tolist()
+        assert a.requested(name).tolist() == b.requested(name).tolist()
+    for column in ("num_pods", "nonzero_cpu", "nonzero_memory", "unschedulable", "has_ports"):
+        assert getattr(a, column).tolist() == getattr(b, column).tolist(), column
+    assert [a.taint_groups[g] for g in a.taint_group] == [b.taint_groups[g] for g in b.taint_group]
+    for key in ("topology.kubernetes.io/zone", "disk", "gen"):
+        ca, cb = a.label(key), b.label(key)
+        assert [ca.values[c] if c >= 0 else None for c in ca.codes] == [
+            cb.values[c] if c >= 0 else None for c in cb.codes
+        ]
+    for info in kept.nodes:
+        assert info.image_states == fresh.by_name[info.name].image_states
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_cache_keeps_its_snapshot_in_step(data: st.DataObject) -> None:
+    """The cache's ClusterSnapshot and columns, updated node by node, always equal a
+    rebuilt snapshot, whatever the sequence of node and pod changes."""
+    from services.cache.cache import Cache
+
+    cache = Cache(lambda: 0.0)
+    fw = Framework.from_profile(Profile())
+    names = [f"n{i:03d}" for i in range(6)]
+    cache.cluster()
+    for step in range(data.draw(st.integers(1, 25))):
+        op = data.draw(st.sampled_from(["node", "node", "pod", "pod", "assume", "remove", "drop"]))
+        where = data.draw(st.integers(0, 5))
+        if op == "node":
+            cache.add_or_update_node(data.draw(raw_nodes(where)))
+        elif op == "drop":
+            cache.remove_node(names[where])
+        elif op in ("pod", "assume"):
+            raw = data.draw(raw_pods(data.draw(st.integers(0, 8))))
+            pod = PodInfo.of(raw, step + 1)
+            if op == "pod":
+                cache.add_pod(pod.key, f"u{step}", names[where], pod, step + 1)
+            else:
+                cache.assume_pod(fw, pod, names[where], f"u{step}", step + 1)
+        elif cache.pods:
+            cache.remove_pod(data.draw(st.sampled_from(sorted(cache.pods))))
+        kept = cache.cluster()
+        assert_same_view(kept, ClusterSnapshot(cache.nodes.values()))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_replacing_nodes_keeps_the_snapshot_in_step(data: st.DataObject) -> None:
+    """The worker's refresh puts new NodeInfo objects in place of old ones."""
+    nodes = list(data.draw(st.tuples(*[raw_nodes(i) for i in range(6)])))
+    existing = data.draw(st.lists(st.tuples(raw_pods(0), st.integers(0, 5)), max_size=6))
+    kept = build(nodes, existing)
+    kept.columns  # noqa: B018 - built before the replacements, to be kept in step
+    for step in range(data.draw(st.integers(1, 8))):
+        i = data.draw(st.integers(0, 5))
+        info = NodeInfo(f"n{i:03d}")
+        info.set_node(data.draw(raw_nodes(i)))
+        for raw in data.draw(st.lists(raw_pods(step), max_size=3)):
+            info.add_pod(PodInfo.of(raw, 100 + step))
+        assert kept.replace_node(info)
+        fresh = ClusterSnapshot(kept.node_infos)
+        fresh.fill_image_states()
+        assert_same_view(kept, fresh)
