@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 
 from shared import keys
 from shared.framework.columns import NodeColumns
+from shared.framework.node_tree import node_tree_order, zone_key
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import NodeInfo, PodInfo
 from shared.wire import unpack
@@ -21,7 +22,7 @@ _DELTA_LUA = files("shared.lua").joinpath("snapshot_delta.lua").read_text()
 
 
 class Snapshot:
-    """The worker's NodeInfos, their sorted list, the ClusterSnapshot and the columns
+    """The worker's NodeInfos, their node-tree order, the ClusterSnapshot and the columns
     over it, all kept in step: a changed node replaces its entry in place; only adding
     or removing a node (or a node object appearing or vanishing under lingering pods)
     rebuilds them."""
@@ -64,7 +65,11 @@ class Snapshot:
                 continue
             info = self._decode(name, record, old)
             self.nodes[name] = info
-            if old is None or (old.raw_node is None) != (info.raw_node is None):
+            if (
+                old is None
+                or (old.raw_node is None) != (info.raw_node is None)
+                or zone_key(old.labels) != zone_key(info.labels)  # moves in the node tree
+            ):
                 rebuild = True
             else:
                 replaced.append(info)
@@ -88,7 +93,7 @@ class Snapshot:
 
     def node_list(self) -> list[NodeInfo]:
         if self._list is None:
-            self._list = sorted(self.nodes.values(), key=lambda n: n.name)
+            self._list = node_tree_order(self.nodes.values())
             self._position = {n.name: i for i, n in enumerate(self._list)}
         return self._list
 
