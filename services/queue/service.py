@@ -42,6 +42,9 @@ from shared.wire import pack, unpack
 log = logging.getLogger("ksched.queue")
 
 UNSCHEDULABLE_FLUSH_SECONDS = 30.0
+# How often completed backoffs are flushed (kube: about every second). A finer tick
+# only shortens the wait past the expiry; a pod never leaves backoff early.
+TICK_SECONDS = 0.1
 MAX_POP = 1000
 MAX_POP_WAIT_MS = 30_000
 
@@ -110,16 +113,16 @@ class QueueService:
         await retry_forever("restore queue from redis", self._restore)
         self._notify()
         nc = self.rt.nc
+        self._inspection = await start_inspection(nc, lambda: self.q)
         # Events and reports in arrival order; pops concurrently (they long-poll).
         await serve(nc, QUEUE_EVENTS, self.on_events, queue=QUEUE_GROUP, concurrent=False)
         await serve(nc, QUEUE_REPORT, self.on_report, queue=QUEUE_GROUP, concurrent=False)
         await serve(nc, QUEUE_POP, self.on_pop, queue=QUEUE_GROUP)
         await serve(nc, QUEUE_NOMINATED, self.on_nominated, queue=QUEUE_GROUP)
-        self._inspection = await start_inspection(nc, lambda: self.q)
         last_leftover_flush = time.monotonic()
         while not self.stopping.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), 1)
+                await asyncio.wait_for(self.stopping.wait(), TICK_SECONDS)
             self.q.flush_backoff_completed()
             for qpi in self.q.expire_leases():
                 self.lease_expired.inc()
@@ -128,7 +131,8 @@ class QueueService:
                 self.q.flush_unschedulable_leftover()
                 last_leftover_flush = time.monotonic()
             self._notify()
-            await self.flusher.flush_quietly(log)
+            if self.q.dirty:
+                await self.flusher.flush_quietly(log)
 
     async def shutdown(self) -> None:
         self.stopping.set()
