@@ -22,7 +22,16 @@ from shared.framework.events import (
     is_wildcard,
     match_cluster_events,
 )
-from shared.framework.interface import ClusterEvent, ClusterEventWithHint, EnqueueExtensions
+from shared.framework.interface import (
+    ClusterEvent,
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    FilterPlugin,
+    PermitPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+)
 from shared.framework.profile import build_profile
 from shared.framework.snapshot import Handle
 from shared.framework.types import NodeInfo, PodInfo
@@ -32,6 +41,8 @@ log = logging.getLogger("ksched.queue.hints")
 # A plugin that registers no events may be helped by anything (kube's
 # defaultEnqueueExtension, UnrollWildCardResource for the resources ksched knows).
 _ANY_EVENT = (ClusterEvent("Pod", "All"), ClusterEvent(NODE, "All"))
+# Only these can reject a pod, so only their registrations count (shouldHaveEnqueueExtensions).
+_REJECTING = (PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReservePlugin, PermitPlugin)
 
 
 def to_hint_object(resource: str, raw: Mapping[str, Any] | None) -> Any:
@@ -85,9 +96,12 @@ class Registration:
 
 
 def registrations(plugins: Iterable[Any]) -> list[Registration]:
-    """Every plugin's registrations; a plugin without EnqueueExtensions registers all."""
+    """The registrations of the plugins that can reject a pod; one of those without
+    EnqueueExtensions registers every event."""
     out: list[Registration] = []
     for plugin in plugins:
+        if not isinstance(plugin, _REJECTING):
+            continue  # Score-only and the like: they never reject a pod
         if isinstance(plugin, EnqueueExtensions):
             events: Iterable[ClusterEventWithHint] = plugin.events_to_register()
         else:

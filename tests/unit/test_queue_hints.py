@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
-from services.queue.hints import QueueingHints, Registration, hints_from_config
+from services.queue.hints import QueueingHints, Registration, hints_from_config, registrations
 from services.queue.inflight import InFlight
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from shared.config import SchedulerConfiguration, parse_config
 from shared.framework.events import EVENT_NODE_ADD
 from shared.framework.interface import ClusterEvent
+from shared.framework.snapshot import Handle
+from shared.plugins import REGISTRY
 from tests.unit.test_queue import T0, FakeClock
 from tests.unit.test_queue_events import AFFINITY, NOSCHEDULE, TOLERATE, node, pod
 
@@ -149,12 +151,19 @@ def test_pod_without_rejectors_moves_on_any_event_of_interest(clock: FakeClock) 
     # A record from before hints (no plugins) sitting in unschedulable: kube moves it on any event.
     q.restore([qpi.to_record() | {"unschedulable_plugins": []}])
     clock.advance(5)
+    # No default plugin registered annotation updates (score plugins register nothing)...
+    assert q.move_all_to_active_or_backoff(ClusterEvent("Node", "UpdateNodeAnnotation")) == 0
+    # ... but NodeAffinity did register label updates.
     assert (
-        q.move_all_to_active_or_backoff(
-            ClusterEvent("Node", "UpdateNodeAnnotation"), node(), node()
-        )
+        q.move_all_to_active_or_backoff(ClusterEvent("Node", "UpdateNodeLabel"), node(), node())
         == 1
     )
+
+
+def test_only_plugins_that_can_reject_register() -> None:
+    plugins = {r.plugin for r in registrations(REGISTRY[n]({}, Handle()) for n in REGISTRY)}
+    assert "ImageLocality" not in plugins and "PrioritySort" not in plugins
+    assert {FIT, AFF, TAINT, IPA, "SchedulingGates", "NodePorts"} <= plugins
 
 
 def test_event_nobody_registered_moves_nothing_and_is_not_remembered(clock: FakeClock) -> None:
