@@ -8,6 +8,7 @@ import contextlib
 import copy
 import json
 import time
+import urllib.request
 from typing import Any
 
 import pytest
@@ -46,8 +47,14 @@ async def wait_pending(nc: NATS, key: str, queue: str, timeout: float = 10) -> d
         await asyncio.sleep(0.05)
 
 
+def queue_metrics(stack: LocalStack) -> str:
+    port = next(s.http_port for s in stack.services if s.name == "queue")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        return str(resp.read().decode())
+
+
 async def test_unschedulable_pod_binds_soon_after_a_fitting_node_appears(
-    nc: NATS, tracker: PodTracker
+    stack: LocalStack, nc: NATS, tracker: PodTracker
 ) -> None:
     js = nc.jetstream()
     await publish_node(js, make_node("small", cpu="1"))
@@ -59,6 +66,14 @@ async def test_unschedulable_pod_binds_soon_after_a_fitting_node_appears(
     # moved by the NodeAdd event and NodeResourcesFit's hint, not by the 5-minute flush
     assert await tracker.wait_until(lambda t: t.bound().get("default/big") == "large", timeout=2)
     assert time.monotonic() - start < 2
+    metrics = queue_metrics(stack)
+    for labels in (
+        'event="UnschedulablePodAdd",queue="active"',
+        'event="ScheduleAttemptFailure",queue="unschedulable"',
+        'event="NodeAdd",queue=',  # active or backoff, as the backoff timing fell
+    ):
+        assert f"scheduler_queue_incoming_pods_total{{{labels}" in metrics, labels
+    assert 'scheduler_pending_pods{queue="unschedulable"} 0.0' in metrics
 
 
 async def test_events_that_cannot_help_leave_the_pod_unschedulable(
