@@ -257,6 +257,8 @@ class SchedulingQueue:
         """kube's UpdateNominatedPod, and the move on a changed nomination: lower or
         equal priority pods may use the room the old nomination held."""
         old_node, new_node = nominated_node_name(old), nominated_node_name(qpi.raw)
+        if qpi.where == BINDING:
+            return  # assumed: upstream leaves assumed pods out of the queue's updates
         if old_node or new_node or not qpi.nominated_node:
             # else: an update without nominations keeps the in-memory one
             self._nominate(qpi, new_node if qpi.where != GATED else "")

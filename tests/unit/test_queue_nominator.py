@@ -93,10 +93,15 @@ def test_update_without_nominations_keeps_preemptions_choice(q: SchedulingQueue)
 
 
 def test_assumed_and_deleted_pods_leave_the_nominator(q: SchedulingQueue) -> None:
-    ka, kb = add(q, pod("a", nominated="n1")), add(q, pod("b", nominated="n1"))
+    raw = pod("a", nominated="n1")
+    ka, kb = add(q, raw), add(q, pod("b", nominated="n1"))
     pa, _ = q.pop(2)
     assert q.assumed(ka, pa.cycle)
     q.delete(kb)
+    assert nominated(q) == []
+    labelled = copy.deepcopy(raw)
+    labelled["metadata"]["labels"] = {"x": "y"}
+    q.update(ka, pa.uid, labelled, 2)  # still binding: not nominated again
     assert nominated(q) == []
 
 
