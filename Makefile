@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # docker compose v2 if present, else the v1 CLI
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-.PHONY: venv run test test-unit lint up down compose-smoke bench-cycle clean
+.PHONY: venv run test test-unit lint up down compose-smoke bench-cycle bench-queue clean
 
 venv: $(STAMP)
 
@@ -45,6 +45,10 @@ compose-smoke: venv
 ## Median and p99 of one scheduling cycle at 500 and 5000 nodes (pure framework).
 bench-cycle: venv
 	$(BIN)/ksched bench-cycle
+
+## Pop latency (1 pod, 64 pods) and throughput of the queue service over real NATS and Redis.
+bench-queue: venv
+	$(BIN)/ksched bench-queue
 
 clean:
 	rm -rf $(VENV) .ksched-run .pytest_cache

@@ -18,7 +18,15 @@ class QueueEvent(TypedDict, total=False):
     uid: str
     seq: int
     pod: dict[str, Any]  # raw pod, for upsert
-    event: str  # cluster event name, for move (NodeAdd, NodeUpdate, AssignedPodDelete, ...)
+    # For move: the cluster event (kube's ClusterEvent, e.g. Node/UpdateNodeLabel,
+    # AssignedPod/Add) and its objects, which queueing hints read. old is absent for
+    # an Add, new for a Delete. A move may instead carry only `event`, a label such as
+    # "AssignedPodDelete" (then hints see no objects).
+    resource: str
+    action: str
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
+    event: str
 
 
 # --- watcher -> cache (CACHE_EVENTS) ------------------------------------------
@@ -52,7 +60,21 @@ class QueuedPod(TypedDict):
     initial_attempt_ts: float
 
 
-# {"pods": [QueuedPod, ...]}
+# {"pods": [QueuedPod, ...], "nominated_version": int}: a worker whose copy of the
+# nominated pods is older than nominated_version asks QUEUE_NOMINATED again.
+
+
+# --- worker -> queue (QUEUE_NOMINATED) ------------------------------------------
+# {"node": "<name>"} (optional: all nodes without it) ->
+# {"version": int, "pods": [NominatedPod, ...]}
+class NominatedPod(TypedDict):
+    key: str
+    uid: str
+    node: str  # the nominated node (status.nominatedNodeName, or preemption's choice)
+    priority: int
+    seq: int
+    pod: dict[str, Any]
+
 
 Outcome = Literal["assumed", "unschedulable", "error"]
 
@@ -64,6 +86,7 @@ class Report(TypedDict, total=False):
     message: str
     plugins: list[str]
     seq: int  # the pod's sequence after ksched's own status write
+    nominated_node: str  # preemption nominated this node ("" clears the nomination)
 
 
 # {"reports": [Report, ...], "move": "<event>" | None}

@@ -30,6 +30,11 @@ WATCHER_CONSUMER = "watcher"
 QUEUE_EVENTS = "ksched.internal.queue.events"  # watcher -> queue: pod and cluster events
 QUEUE_POP = "ksched.internal.queue.pop"  # worker -> queue: long-poll batch pop
 QUEUE_REPORT = "ksched.internal.queue.report"  # worker/binder -> queue: cycle outcomes
+QUEUE_NOMINATED = "ksched.internal.queue.nominated"  # worker -> queue: nominated pods
+# The queue's nats.micro inspection service (JSON): PendingPods and stats.
+QUEUE_SERVICE_NAME = "ksched-queue"
+QUEUE_PENDING = "ksched.internal.queue.pending"
+QUEUE_STATS = "ksched.internal.queue.stats"
 CACHE_EVENTS = "ksched.internal.cache.events"  # watcher -> cache: nodes, assigned pods
 CACHE_ASSUME = "ksched.internal.cache.assume"  # worker -> cache: validate-then-commit
 CACHE_BINDING = "ksched.internal.cache.binding"  # binder -> cache: finish-binding / forget

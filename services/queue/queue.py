@@ -1,8 +1,9 @@
 """The scheduling queue: kube-scheduler's PriorityQueue as a pure data structure.
 
-Modelled on pkg/scheduler/backend/queue/scheduling_queue.go. No I/O and no
-asyncio: time comes from an injected clock, and every change to a pod's record
-adds its key to `dirty`, so the queue service can persist exactly what changed.
+Modelled on pkg/scheduler/backend/queue/scheduling_queue.go with queueing hints
+enabled (kube's default). No I/O and no asyncio: time comes from an injected
+clock, and every change to a pod's record adds its key to `dirty`, so the queue
+service can persist exactly what changed.
 
 Sub-queues (QueuedPodInfo.where):
   active         kube's activeQ, PrioritySort order (priority, then timestamp)
@@ -11,6 +12,11 @@ Sub-queues (QueuedPodInfo.where):
   gated          pods blocked by spec.schedulingGates (kube's PreEnqueue gate)
   inflight       popped by a worker; lease-protected in case the worker dies
   binding        assumed and handed to a binder; lease-protected likewise
+
+A pod leaves `unschedulable` on a cluster event only if one of the plugins that
+rejected it registered the event and that plugin's queueing hint says Queue
+(hints.py); events that arrive while a pod is in flight are replayed against it
+when it fails (inflight.py). Nominated pods are tracked per node (nominator.py).
 
 active, backoff, unschedulable and the leases (inflight + binding) are heaps
 with lazy deletion: every placement of a pod takes a fresh token, and a heap
@@ -23,17 +29,44 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields
 from typing import Any
 
-ACTIVE = "active"
-BACKOFF = "backoff"
-UNSCHEDULABLE = "unschedulable"
-GATED = "gated"
-INFLIGHT = "inflight"
-BINDING = "binding"
-WHERES = (ACTIVE, BACKOFF, UNSCHEDULABLE, GATED, INFLIGHT, BINDING)
+from services.queue.hints import ObservedEvent, QueueingHints
+from services.queue.inflight import InFlight
+from services.queue.nominator import Nominator
+from services.queue.podinfo import (
+    ACTIVE,
+    BACKOFF,
+    BINDING,
+    GATED,
+    INFLIGHT,
+    UNSCHEDULABLE,
+    WHERES,
+    QueuedPodInfo,
+    is_gated,
+    is_pod_updated,
+    nominated_node_name,
+    pod_priority,
+)
+from shared.framework.events import (
+    BACKOFF_COMPLETE,
+    EVENT_ASSIGNED_POD_ADD,
+    EVENT_ASSIGNED_POD_DELETE,
+    EVENT_UNSCHEDULABLE_TIMEOUT,
+    EVENT_UNSCHEDULED_POD_ADD,
+    EVENT_UNSCHEDULED_POD_UPDATE,
+    SCHEDULE_ATTEMPT_FAILURE,
+    event_from_label,
+    event_label,
+    pod_scheduling_properties_change,
+)
+from shared.framework.interface import ClusterEvent
+from shared.framework.types import PodInfo
+
+__all__ = ["WHERES", "QueuedPodInfo", "SchedulingQueue"]
+
 
 _LEASE = "lease"  # the heap shared by inflight and binding pods, ordered by lease deadline
 _HEAP_OF = {
@@ -47,86 +80,30 @@ _WHERES_IN_HEAP = {
     heap: tuple(w for w, h in _HEAP_OF.items() if h == heap) for heap in set(_HEAP_OF.values())
 }
 _COMPACT_SLACK = 64
-
-# Metadata that changes without the pod changing for scheduling; kube's isPodUpdated
-# blanks these (and the whole status) before comparing old and new pod.
-_IGNORED_METADATA = frozenset({"resourceVersion", "generation", "managedFields", "finalizers"})
+# The queue label of scheduler_queue_incoming_pods_total: kube counts gated pods as
+# entering unschedulablePods, where it keeps them.
+_INCOMING_QUEUE = {ACTIVE: "active", BACKOFF: "backoff", UNSCHEDULABLE: "unschedulable"}
+_INCOMING_QUEUE[GATED] = "unschedulable"
+LEASE_EXPIRED = "LeaseExpired"  # ksched's own move label: a worker or binder vanished
 
 Clock = Callable[[], float]
 _Entry = tuple[tuple[float, ...], int, str]  # (sort key, token, pod key)
 
 
-@dataclass
-class QueuedPodInfo:
-    key: str  # "namespace/name"
-    uid: str
-    raw: dict[str, Any]  # the pod object (Kubernetes JSON shape: metadata/spec/status)
-    seq: int  # stream sequence of this pod version (its resourceVersion)
-    priority: int  # spec.priority (0 if missing)
-    timestamp: float  # when it (re-)entered the queue; PrioritySort tie-breaker
-    initial_attempt_timestamp: float | None = None  # first pop
-    attempts: int = 0
-    where: str = ACTIVE
-    backoff_expiry: float = 0.0
-    cycle: int = 0  # scheduling cycle of the last pop
-    lease_deadline: float = 0.0  # for inflight and binding
-    unschedulable_plugins: list[str] = field(default_factory=list)
-    message: str = ""  # last failure message
-    # Sequence of the object held in `raw`. `seq` runs ahead of it after failed(seq=...):
-    # ksched wrote the status but the watcher has not delivered that version yet.
-    # -1 means "same as seq".
-    raw_seq: int = -1
-
-    def __post_init__(self) -> None:
-        if self.raw_seq < 0:
-            self.raw_seq = self.seq
-
-    def to_record(self) -> dict[str, Any]:
-        """All fields as a msgpack-able dict (raw is shared, not copied)."""
-        rec = {name: getattr(self, name) for name in _RECORD_FIELDS}
-        rec["unschedulable_plugins"] = list(self.unschedulable_plugins)
-        return rec
-
-    @classmethod
-    def from_record(cls, rec: dict[str, Any]) -> QueuedPodInfo:
-        """Inverse of to_record; unknown keys are ignored, missing ones take defaults."""
-        qpi = cls(**{k: v for k, v in rec.items() if k in _RECORD_FIELDS})
-        qpi.unschedulable_plugins = list(qpi.unschedulable_plugins)
-        return qpi
-
-
-_RECORD_FIELDS = tuple(f.name for f in fields(QueuedPodInfo))
-
-
-def pod_priority(raw: dict[str, Any]) -> int:
-    return int((raw.get("spec") or {}).get("priority") or 0)
-
-
-def is_gated(raw: dict[str, Any]) -> bool:
-    """kube's SchedulingGates PreEnqueue plugin: any gate keeps the pod out of activeQ."""
-    return bool((raw.get("spec") or {}).get("schedulingGates"))
-
-
-def scheduling_view(raw: dict[str, Any]) -> dict[str, Any]:
-    """The pod as kube's isPodUpdated compares it: no status, no bookkeeping metadata."""
-    view = {k: v for k, v in raw.items() if k != "status"}
-    meta = view.get("metadata")
-    if isinstance(meta, dict):
-        view["metadata"] = {k: v for k, v in meta.items() if k not in _IGNORED_METADATA}
-    return view
-
-
-def is_pod_updated(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    return scheduling_view(old) != scheduling_view(new)
+PreCheck = Callable[[QueuedPodInfo], bool]
 
 
 class SchedulingQueue:
-    """kube's PriorityQueue without I/O; see the module docstring."""
+    """kube's PriorityQueue without I/O; see the module docstring.
+
+    `hints` None stands for "no hint map": every event is worth requeuing every pod.
+    """
 
     def __init__(
         self,
         clock: Clock,
         *,
+        hints: QueueingHints | None = None,
         initial_backoff: float = 1.0,
         max_backoff: float = 10.0,
         inflight_lease: float = 15.0,
@@ -134,15 +111,20 @@ class SchedulingQueue:
         max_in_unschedulable: float = 300.0,
     ) -> None:
         self._clock = clock
+        self.hints = hints
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.inflight_lease = inflight_lease
         self.binding_lease = binding_lease
         self.max_in_unschedulable = max_in_unschedulable
         self.scheduling_cycle = 0
-        # kube's moveRequestCycle: the scheduling cycle at the last move request.
+        # kube's moveRequestCycle: the scheduling cycle at the last move request. With
+        # queueing hints it no longer decides anything; kept for inspection.
         self.move_request_cycle = -1
         self.dirty: set[str] = set()
+        # (queue, event) -> pods that entered that queue on that event, until taken
+        self.incoming: Counter[tuple[str, str]] = Counter()
+        self.nominator = Nominator()
         self._reset()
 
     def _reset(self) -> None:
@@ -151,6 +133,12 @@ class SchedulingQueue:
         self._next_token = itertools.count(1)
         self._counts: dict[str, int] = dict.fromkeys(WHERES, 0)
         self._heaps: dict[str, list[_Entry]] = {h: [] for h in _WHERES_IN_HEAP}
+        # unschedulable pods by rejecting plugin ("" for none), so an event looks only
+        # at the pods one of its interested plugins rejected
+        self._rejected_by: dict[str, dict[str, None]] = {}
+        self._inflight: InFlight[ObservedEvent] = InFlight()
+        self._pod_infos: dict[str, PodInfo] = {}  # parsed pods for hints, by key
+        self.nominator.clear()
 
     # --- inspection -------------------------------------------------------------
 
@@ -169,10 +157,40 @@ class SchedulingQueue:
     def pending(self) -> list[tuple[str, str]]:
         return [(key, qpi.where) for key, qpi in self._pods.items()]
 
+    def pending_pods(self, where: str | None = None) -> list[QueuedPodInfo]:
+        """kube's PendingPods: sub-queue by sub-queue, each in its own order."""
+        wheres = WHERES if where is None else (where,)
+        by_where: dict[str, list[QueuedPodInfo]] = {w: [] for w in wheres}
+        for qpi in self._pods.values():
+            if qpi.where in by_where:
+                by_where[qpi.where].append(qpi)
+        return [
+            qpi
+            for w in wheres
+            for qpi in sorted(by_where[w], key=lambda p: (self._sort_key(p), p.key))
+        ]
+
+    @property
+    def inflight_events(self) -> int:
+        return len(self._inflight)
+
+    def nominated_pods(self, node: str | None = None) -> list[QueuedPodInfo]:
+        """Pods nominated to `node` (or to any node), for RunFilterPluginsWithNominatedPods."""
+        if node is not None:
+            keys = self.nominator.pods_for(node)
+        else:
+            keys = [key for key, _ in self.nominator.items()]
+        return [self._pods[k] for k in keys if k in self._pods]
+
     def take_dirty(self) -> set[str]:
         """Keys whose record changed or was removed since the last call."""
         dirty, self.dirty = self.dirty, set()
         return dirty
+
+    def take_incoming(self) -> Counter[tuple[str, str]]:
+        """scheduler_queue_incoming_pods_total increments since the last call."""
+        incoming, self.incoming = self.incoming, Counter()
+        return incoming
 
     def backoff_duration(self, attempts: int) -> float:
         """kube's calculateBackoffDuration: initial * 2^(attempts-1), capped at max."""
@@ -186,44 +204,85 @@ class SchedulingQueue:
         if key in self._pods:
             self.update(key, uid, raw, seq)
         else:
-            self._add_new(key, uid, raw, seq)
+            self._add_new(key, uid, raw, seq, event_label(EVENT_UNSCHEDULED_POD_ADD))
 
     def update(self, key: str, uid: str, raw: dict[str, Any], seq: int) -> None:
         qpi = self._pods.get(key)
         if qpi is None:
-            self._add_new(key, uid, raw, seq)
+            self._add_new(key, uid, raw, seq, event_label(EVENT_UNSCHEDULED_POD_UPDATE))
             return
         if seq <= qpi.raw_seq:
             return  # stale or replayed event
         if uid and qpi.uid and uid != qpi.uid:
             # Same name, different pod object (deleted and recreated): start afresh.
             self._remove(key)
-            self._add_new(key, uid, raw, seq)
+            self._add_new(key, uid, raw, seq, event_label(EVENT_UNSCHEDULED_POD_ADD))
             return
-        relevant = is_pod_updated(qpi.raw, raw)
-        old_priority = qpi.priority
+        old, old_priority = qpi.raw, qpi.priority
         qpi.uid = uid or qpi.uid
         qpi.raw, qpi.raw_seq, qpi.seq = raw, seq, max(seq, qpi.seq)
         qpi.priority = pod_priority(raw)
         self.dirty.add(key)
-        if relevant:
-            self._on_relevant_update(qpi, priority_changed=qpi.priority != old_priority)
-
-    def _on_relevant_update(self, qpi: QueuedPodInfo, *, priority_changed: bool) -> None:
         # Only an isPodUpdated change may move a pod: ksched's own status writes after
         # a failure must not retry it at once (fail -> status write -> update -> retry).
-        ungated = qpi.where == GATED and not is_gated(qpi.raw)
-        if ungated or qpi.where == UNSCHEDULABLE:
-            self._requeue(qpi, self._clock())
-        elif qpi.where == ACTIVE and priority_changed:
-            self._place(qpi, ACTIVE)  # re-push: its heap position depends on priority
-        # backoff stays put; inflight/binding keep their place, and their next
-        # attempt uses the replaced object.
+        if is_pod_updated(old, raw):
+            self._on_relevant_update(qpi, old, old_priority)
+        self._update_nomination(qpi, old, old_priority)
 
-    def delete(self, key: str) -> None:
+    def _on_relevant_update(
+        self, qpi: QueuedPodInfo, old: dict[str, Any], old_priority: int
+    ) -> None:
+        events = [
+            ObservedEvent(e, old, qpi.raw) for e in pod_scheduling_properties_change(qpi.raw, old)
+        ]
+        if qpi.where in (INFLIGHT, BINDING):
+            # The attempt uses the old object; its failure is checked against this update.
+            self._inflight.add_for_pod(qpi.key, events)
+        elif qpi.where == GATED:
+            if not is_gated(qpi.raw):
+                self._requeue(qpi, self._clock(), events[-1].label)
+        elif qpi.where == ACTIVE:
+            if qpi.priority != old_priority:
+                self._place(qpi, ACTIVE)  # re-push: its heap position depends on priority
+        elif qpi.where == UNSCHEDULABLE:
+            for ev in events:
+                if self._worth(qpi, ev):
+                    self._requeue(qpi, self._clock(), ev.label)
+                    break
+        # backoff stays put, as upstream.
+
+    def _update_nomination(
+        self, qpi: QueuedPodInfo, old: dict[str, Any], old_priority: int
+    ) -> None:
+        """kube's UpdateNominatedPod, and the move on a changed nomination: lower or
+        equal priority pods may use the room the old nomination held."""
+        old_node, new_node = nominated_node_name(old), nominated_node_name(qpi.raw)
+        if qpi.where == BINDING:
+            return  # assumed: upstream leaves assumed pods out of the queue's updates
+        if old_node or new_node or not qpi.nominated_node:
+            # else: an update without nominations keeps the in-memory one
+            self._nominate(qpi, new_node if qpi.where != GATED else "")
+        if old_node and old_node != new_node:
+            self._move_freed_nomination(old, old_priority)
+
+    def delete(self, key: str, *, bound: bool = False) -> None:
+        """The pod is gone from the queue: deleted, finished, or bound (`bound`)."""
+        qpi = self._pods.get(key)
+        if qpi is None:
+            return
         self._remove(key)
+        if not bound and nominated_node_name(qpi.raw):
+            self._move_freed_nomination(qpi.raw, qpi.priority)
 
-    def _add_new(self, key: str, uid: str, raw: dict[str, Any], seq: int) -> None:
+    def _move_freed_nomination(self, pod: dict[str, Any], priority: int) -> None:
+        # As upstream, a nominated pod deleted or renominated counts as an assigned pod
+        # deleted, for the pods that yield to it (getLEPriorityPreCheck).
+        self._move(
+            ObservedEvent(EVENT_ASSIGNED_POD_DELETE, pod),
+            lambda p: p.priority <= priority,
+        )
+
+    def _add_new(self, key: str, uid: str, raw: dict[str, Any], seq: int, event: str) -> None:
         qpi = QueuedPodInfo(
             key=key,
             uid=uid,
@@ -233,7 +292,16 @@ class SchedulingQueue:
             timestamp=self._clock(),
         )
         self._pods[key] = qpi
-        self._place(qpi, GATED if is_gated(raw) else ACTIVE)
+        gated = is_gated(raw)
+        self._place(qpi, GATED if gated else ACTIVE, event)
+        if not gated:
+            self._nominate(qpi, nominated_node_name(raw))
+
+    def _nominate(self, qpi: QueuedPodInfo, node: str) -> None:
+        self.nominator.set(qpi.key, node)
+        if qpi.nominated_node != node:
+            qpi.nominated_node = node
+            self.dirty.add(qpi.key)
 
     # --- scheduling cycle -------------------------------------------------------
 
@@ -252,6 +320,7 @@ class SchedulingQueue:
                 qpi.initial_attempt_timestamp = now
             qpi.lease_deadline = now + self.inflight_lease
             self._place(qpi, INFLIGHT)
+            self._inflight.popped(qpi.key)
             popped.append(qpi)
         return popped
 
@@ -262,6 +331,7 @@ class SchedulingQueue:
             return False  # stale report: deleted, re-popped or taken back by lease expiry
         qpi.lease_deadline = self._clock() + self.binding_lease
         self._place(qpi, BINDING)
+        self._nominate(qpi, "")  # an assumed pod is no longer merely nominated
         return True
 
     def failed(
@@ -273,9 +343,10 @@ class SchedulingQueue:
         message: str,
         plugins: list[str],
         seq: int | None = None,
+        nominated_node: str | None = None,
     ) -> bool:
         """The scheduling or binding attempt of `cycle` failed: kube's
-        AddUnschedulableIfNotPresent."""
+        AddUnschedulableIfNotPresent with queueing hints."""
         qpi = self._pods.get(key)
         if qpi is None or qpi.where not in (INFLIGHT, BINDING) or qpi.cycle != cycle:
             return False
@@ -287,39 +358,109 @@ class SchedulingQueue:
         qpi.timestamp = now
         qpi.lease_deadline = 0.0
         qpi.backoff_expiry = now + self.backoff_duration(qpi.attempts)
-        if unschedulable and self.move_request_cycle < cycle:
-            self._place(qpi, UNSCHEDULABLE)
+        if nominated_node is not None:
+            self._nominate(qpi, nominated_node)  # preemption's ModeOverride
+        events = self._inflight.events_for(key)
+        self._inflight.done(key)
+        # determineSchedulingHintForInFlightPod: an Error, a pod no plugin rejected, an
+        # attempt we know nothing of, or an event during the attempt that may have made
+        # the pod schedulable: retry after backoff. Else wait for an event.
+        if (
+            unschedulable
+            and plugins
+            and events is not None
+            and not any(self._worth(qpi, ev) for ev in events)
+        ):
+            self._place(qpi, UNSCHEDULABLE, SCHEDULE_ATTEMPT_FAILURE)
         else:
-            # An Error, or a move request arrived during/after this pod's cycle so the
-            # event that makes it schedulable may already have passed: retry after backoff.
-            self._requeue(qpi, now)
+            self._requeue(qpi, now, SCHEDULE_ATTEMPT_FAILURE)
         return True
 
-    # --- moves and flushes ------------------------------------------------------
+    # --- cluster events ---------------------------------------------------------
 
-    def move_all_to_active_or_backoff(self, event: str) -> int:
-        """kube's MoveAllToActiveOrBackoffQueue (no queueing hints yet)."""
+    def move_all_to_active_or_backoff(
+        self,
+        event: ClusterEvent | str,
+        old: dict[str, Any] | None = None,
+        new: dict[str, Any] | None = None,
+        *,
+        pre_check: PreCheck | None = None,
+    ) -> int:
+        """kube's MoveAllToActiveOrBackoffQueue: the unschedulable pods this event may
+        help go to activeQ (or backoffQ while backing off). Returns how many moved."""
+        if isinstance(event, str):
+            event = event_from_label(event)
+        return self._move(ObservedEvent(event, old, new), pre_check)
+
+    def assigned_pod_added(self, pod: dict[str, Any]) -> int:
+        """An assigned pod appeared (bound, or listed): InterPodAffinity's and
+        PodTopologySpread's hints move the pods whose terms it satisfies."""
+        return self.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, pod)
+
+    def assigned_pod_updated(self, old: dict[str, Any], new: dict[str, Any]) -> int:
+        return sum(
+            self.move_all_to_active_or_backoff(ev, old, new)
+            for ev in pod_scheduling_properties_change(new, old)
+        )
+
+    def _move(self, ev: ObservedEvent, pre_check: PreCheck | None = None) -> int:
+        """movePodsToActiveOrBackoffQueue over the candidates of the event."""
+        if self.hints is not None and not self.hints.is_event_of_interest(ev.event):
+            return 0  # no plugin registered this event: nothing to do, nothing to remember
+        return self._move_pods(ev, self._candidates(ev.event), pre_check)
+
+    def _move_pods(
+        self, ev: ObservedEvent, candidates: list[QueuedPodInfo], pre_check: PreCheck | None
+    ) -> int:
         now = self._clock()
         moved = 0
-        for qpi in self._live(UNSCHEDULABLE):
-            if self._pod_matches_event(qpi, event):
-                self._requeue(qpi, now)
+        for qpi in candidates:
+            if pre_check is not None and not pre_check(qpi):
+                continue
+            if self._worth(qpi, ev):
+                self._requeue(qpi, now, ev.label)
                 moved += 1
         self.move_request_cycle = self.scheduling_cycle
-        self._maybe_compact(UNSCHEDULABLE)
+        # A pod in flight may fail later: it must know this event happened meanwhile.
+        self._inflight.add(ev)
         return moved
 
-    def _pod_matches_event(self, qpi: QueuedPodInfo, event: str) -> bool:
-        """Seam for kube's QueueingHints (isPodWorthRequeuing): every event moves every pod
-        for now; later, match `event` against the plugins in qpi.unschedulable_plugins."""
-        return True
+    def _candidates(self, event: ClusterEvent) -> list[QueuedPodInfo]:
+        """Unschedulable pods rejected by a plugin interested in the event, or by none."""
+        interested = None if self.hints is None else self.hints.interested_plugins(event)
+        groups = (
+            self._rejected_by.values()
+            if interested is None
+            else (self._rejected_by[p] for p in ("", *interested) if p in self._rejected_by)
+        )
+        seen: dict[str, None] = {}
+        for keys in groups:
+            seen.update(keys)
+        return [self._pods[k] for k in seen]
+
+    def _worth(self, qpi: QueuedPodInfo, ev: ObservedEvent) -> bool:
+        if self.hints is None:
+            return True
+        return self.hints.worth_requeuing(
+            qpi.raw, qpi.unschedulable_plugins, ev, lambda: self._pod_info(qpi)
+        )
+
+    def _pod_info(self, qpi: QueuedPodInfo) -> PodInfo:
+        """The pod parsed for hints, once per version."""
+        info = self._pod_infos.get(qpi.key)
+        if info is None or info.raw is not qpi.raw:
+            info = PodInfo.of(qpi.raw, qpi.raw_seq)
+            self._pod_infos[qpi.key] = info
+        return info
+
+    # --- flushes and leases -----------------------------------------------------
 
     def flush_backoff_completed(self) -> int:
         """kube's flushBackoffQCompleted: pods whose backoff expired go to activeQ."""
         now = self._clock()
         moved = 0
         while (qpi := self._peek(BACKOFF)) is not None and qpi.backoff_expiry <= now:
-            self._place(qpi, ACTIVE)
+            self._place(qpi, ACTIVE, BACKOFF_COMPLETE)
             moved += 1
         return moved
 
@@ -327,13 +468,14 @@ class SchedulingQueue:
         """kube's flushUnschedulablePodsLeftover: pods unschedulable for longer than
         max_in_unschedulable get another try even without a cluster event."""
         now = self._clock()
-        moved = 0
-        while (qpi := self._peek(UNSCHEDULABLE)) is not None and (
-            now - qpi.timestamp > self.max_in_unschedulable
-        ):
-            self._requeue(qpi, now)
-            moved += 1
-        return moved
+        stale = [
+            qpi
+            for qpi in self._live(UNSCHEDULABLE)
+            if now - qpi.timestamp > self.max_in_unschedulable
+        ]
+        if not stale:
+            return 0
+        return self._move_pods(ObservedEvent(EVENT_UNSCHEDULABLE_TIMEOUT), stale, None)
 
     def expire_leases(self) -> list[QueuedPodInfo]:
         """Inflight and binding pods whose worker or binder vanished go back to activeQ."""
@@ -342,7 +484,8 @@ class SchedulingQueue:
         while (qpi := self._peek(_LEASE)) is not None and qpi.lease_deadline < now:
             qpi.timestamp = now
             qpi.lease_deadline = 0.0
-            self._place(qpi, ACTIVE)
+            self._inflight.done(qpi.key)
+            self._place(qpi, ACTIVE, LEASE_EXPIRED)
             expired.append(qpi)
         return expired
 
@@ -353,7 +496,8 @@ class SchedulingQueue:
 
         Inflight pods go back to activeQ (their original timestamp keeps their turn): the
         worker's report, if it ever comes, is stale. Binding pods keep their lease, since
-        the binder may still report; every other pod keeps its place.
+        the binder may still report; every other pod keeps its place. In-flight events
+        are not persisted: a binding pod that fails later is retried after backoff.
         """
         self._reset()
         for rec in records:
@@ -364,6 +508,7 @@ class SchedulingQueue:
             self._remove(qpi.key)
             self._pods[qpi.key] = qpi
             self._place(qpi, where)
+            self.nominator.set(qpi.key, qpi.nominated_node)
 
     def restore_meta(self, scheduling_cycle: int, move_request_cycle: int) -> None:
         self.scheduling_cycle = scheduling_cycle
@@ -371,14 +516,17 @@ class SchedulingQueue:
 
     # --- placement and lazy-deletion heaps --------------------------------------
 
-    def _requeue(self, qpi: QueuedPodInfo, now: float) -> None:
+    def _requeue(self, qpi: QueuedPodInfo, now: float, event: str) -> None:
         """kube's requeue: backoffQ while the pod is still backing off, else activeQ."""
-        self._place(qpi, BACKOFF if now < qpi.backoff_expiry else ACTIVE)
+        self._place(qpi, BACKOFF if now < qpi.backoff_expiry else ACTIVE, event)
 
-    def _place(self, qpi: QueuedPodInfo, where: str) -> None:
-        """Put a pod held in _pods into `where`; any previous heap entry goes stale."""
+    def _place(self, qpi: QueuedPodInfo, where: str, event: str = "") -> None:
+        """Put a pod held in _pods into `where`; any previous heap entry goes stale.
+        `event` names why, for scheduler_queue_incoming_pods_total."""
         if qpi.key in self._tokens:
             self._counts[qpi.where] -= 1
+            if qpi.where == UNSCHEDULABLE:
+                self._unindex(qpi)
         qpi.where = where
         self._counts[where] += 1
         token = next(self._next_token)
@@ -387,7 +535,20 @@ class SchedulingQueue:
         if heap_name is not None:
             heapq.heappush(self._heaps[heap_name], (self._sort_key(qpi), token, qpi.key))
             self._maybe_compact(heap_name)
+        if where == UNSCHEDULABLE:
+            for plugin in qpi.unschedulable_plugins or [""]:
+                self._rejected_by.setdefault(plugin, {})[qpi.key] = None
+        if event and where in _INCOMING_QUEUE:
+            self.incoming[(_INCOMING_QUEUE[where], event)] += 1
         self.dirty.add(qpi.key)
+
+    def _unindex(self, qpi: QueuedPodInfo) -> None:
+        for plugin in qpi.unschedulable_plugins or [""]:
+            keys = self._rejected_by.get(plugin)
+            if keys is not None:
+                keys.pop(qpi.key, None)
+                if not keys:
+                    del self._rejected_by[plugin]
 
     @staticmethod
     def _sort_key(qpi: QueuedPodInfo) -> tuple[float, ...]:
@@ -405,6 +566,11 @@ class SchedulingQueue:
             return
         del self._tokens[key]  # its heap entry, if any, is now stale
         self._counts[qpi.where] -= 1
+        if qpi.where == UNSCHEDULABLE:
+            self._unindex(qpi)
+        self._inflight.done(key)
+        self.nominator.delete(key)
+        self._pod_infos.pop(key, None)
         self.dirty.add(key)
         heap_name = _HEAP_OF.get(qpi.where)
         if heap_name is not None:

@@ -3,7 +3,8 @@
 Workers pop batches by long poll; the watcher sends pod and cluster events;
 workers and binders report each attempt's outcome. Every change is written to
 Redis before the reply, so a restart keeps each pending pod with its attempts,
-backoff and sub-queue.
+backoff and sub-queue. The nominated pods are served on QUEUE_NOMINATED, and
+the pending pods on a nats.micro inspection service (inspect.py).
 """
 
 from __future__ import annotations
@@ -15,21 +16,35 @@ import os
 import time
 from typing import Any
 
+from nats.micro.service import Service
 from prometheus_client import Counter, Gauge
 
+from services.queue.hints import QueueingHints, hints_from_config
+from services.queue.inspect import start_inspection
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from shared import keys
-from shared.messages import QueuedPod, QueueEvent, Report
+from shared.framework.events import action_type, event_from_label
+from shared.framework.interface import ClusterEvent
+from shared.messages import NominatedPod, QueuedPod, QueueEvent, Report
 from shared.runtime.flush import Flusher
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import serve
 from shared.runtime.service import Runtime
-from shared.subjects import QUEUE_EVENTS, QUEUE_GROUP, QUEUE_POP, QUEUE_REPORT
+from shared.subjects import (
+    QUEUE_EVENTS,
+    QUEUE_GROUP,
+    QUEUE_NOMINATED,
+    QUEUE_POP,
+    QUEUE_REPORT,
+)
 from shared.wire import pack, unpack
 
 log = logging.getLogger("ksched.queue")
 
 UNSCHEDULABLE_FLUSH_SECONDS = 30.0
+# How often completed backoffs are flushed (kube: about every second). A finer tick
+# only shortens the wait past the expiry; a pod never leaves backoff early.
+TICK_SECONDS = 0.1
 MAX_POP = 1000
 MAX_POP_WAIT_MS = 30_000
 
@@ -42,20 +57,35 @@ def queue_settings(rt: Runtime) -> dict[str, float]:
     }
 
 
+def cluster_event(ev: QueueEvent) -> ClusterEvent:
+    """The event a move names; an unknown one is a wildcard (moves every pod) rather
+    than an error the watcher would retry forever."""
+    resource, action = ev.get("resource"), ev.get("action")
+    if resource and action:
+        try:
+            action_type(action)
+            return ClusterEvent(resource, action)
+        except ValueError:
+            log.warning("unknown cluster event action %r, moving every pod", action)
+    return event_from_label(ev.get("event") or f"{resource}{action}")
+
+
 class QueueService:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self.q = SchedulingQueue(time.time, **queue_settings(rt))
+        self.hints: QueueingHints = hints_from_config(rt.config)
+        self.q = self._new_queue()
         self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()
         self._wake = asyncio.Event()
+        self._inspection: Service | None = None
         reg = rt.registry
         self.pending = Gauge(
             "scheduler_pending_pods", "Pending pods by sub-queue", ["queue"], registry=reg
         )
         self.incoming = Counter(
             "scheduler_queue_incoming_pods_total",
-            "Pods added to the queue",
+            "Pods added to a scheduling queue, by the event that added them",
             ["queue", "event"],
             registry=reg,
         )
@@ -64,19 +94,35 @@ class QueueService:
             "Pods taken back from a vanished worker or binder",
             registry=reg,
         )
+        self.inflight_events = Gauge(
+            "ksched_queue_inflight_events",
+            "Cluster events remembered for pods in flight",
+            registry=reg,
+        )
+        self.hint_errors = Counter(
+            "ksched_queue_hint_errors_total",
+            "Queueing hints that raised (counted as Queue)",
+            registry=reg,
+        )
+        self._hint_errors_seen = 0
+
+    def _new_queue(self) -> SchedulingQueue:
+        return SchedulingQueue(time.time, hints=self.hints, **queue_settings(self.rt))
 
     async def run(self) -> None:
         await retry_forever("restore queue from redis", self._restore)
         self._notify()
         nc = self.rt.nc
+        self._inspection = await start_inspection(nc, lambda: self.q)
         # Events and reports in arrival order; pops concurrently (they long-poll).
         await serve(nc, QUEUE_EVENTS, self.on_events, queue=QUEUE_GROUP, concurrent=False)
         await serve(nc, QUEUE_REPORT, self.on_report, queue=QUEUE_GROUP, concurrent=False)
         await serve(nc, QUEUE_POP, self.on_pop, queue=QUEUE_GROUP)
+        await serve(nc, QUEUE_NOMINATED, self.on_nominated, queue=QUEUE_GROUP)
         last_leftover_flush = time.monotonic()
         while not self.stopping.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), 1)
+                await asyncio.wait_for(self.stopping.wait(), TICK_SECONDS)
             self.q.flush_backoff_completed()
             for qpi in self.q.expire_leases():
                 self.lease_expired.inc()
@@ -85,38 +131,41 @@ class QueueService:
                 self.q.flush_unschedulable_leftover()
                 last_leftover_flush = time.monotonic()
             self._notify()
-            await self.flusher.flush_quietly(log)
+            if self.q.dirty:
+                await self.flusher.flush_quietly(log)
 
     async def shutdown(self) -> None:
         self.stopping.set()
         self._notify()
+        if self._inspection is not None:
+            with contextlib.suppress(Exception):
+                await self._inspection.stop()
         await self.flusher.flush_quietly(log)
 
     # --- handlers ---------------------------------------------------------------
 
     async def on_events(self, body: dict[str, Any]) -> dict[str, int]:
         events: list[QueueEvent] = body["events"]
-        move_event = ""
         for ev in events:
-            op = ev["op"]
-            if op == "upsert":
-                self.q.add(ev["key"], ev.get("uid", ""), ev["pod"], ev["seq"])
-                self.incoming.labels("active", "PodAdd").inc()
-            elif op in ("delete", "assigned"):
-                self.q.delete(ev["key"])
-            elif op == "move":
-                move_event = ev["event"]
-            else:
-                raise ValueError(f"unknown queue op {op!r}")
-        # One move covers every move event of the batch: a move takes all
-        # unschedulable pods, and nothing in a batch makes a pod unschedulable.
-        if move_event:
-            self._move(move_event)
+            self._apply_event(ev)
         self._notify()
         await self.flusher.flush()
         return {"applied": len(events)}
 
-    async def on_pop(self, body: dict[str, Any]) -> dict[str, list[QueuedPod]]:
+    def _apply_event(self, ev: QueueEvent) -> None:
+        op = ev["op"]
+        if op == "upsert":
+            self.q.add(ev["key"], ev.get("uid", ""), ev["pod"], ev["seq"])
+        elif op == "delete":
+            self.q.delete(ev["key"])
+        elif op == "assigned":
+            self.q.delete(ev["key"], bound=True)  # a binding, not a removal
+        elif op == "move":
+            self.q.move_all_to_active_or_backoff(cluster_event(ev), ev.get("old"), ev.get("new"))
+        else:
+            raise ValueError(f"unknown queue op {op!r}")
+
+    async def on_pop(self, body: dict[str, Any]) -> dict[str, Any]:
         limit = max(1, min(int(body.get("max", 1)), MAX_POP))
         wait = max(0, min(int(body.get("wait_ms", 0)), MAX_POP_WAIT_MS)) / 1000
         deadline = time.monotonic() + wait
@@ -124,12 +173,15 @@ class QueueService:
             popped = self.q.pop(limit)
             if popped:
                 await self.flusher.flush()
-                return {"pods": [_wire(p) for p in popped]}
+                return self._pop_reply(popped)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.stopping.is_set():
-                return {"pods": []}
+                return self._pop_reply([])
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), remaining)
+
+    def _pop_reply(self, popped: list[QueuedPodInfo]) -> dict[str, Any]:
+        return {"pods": [_wire(p) for p in popped], "nominated_version": self.q.nominator.version}
 
     async def on_report(self, body: dict[str, Any]) -> dict[str, int]:
         reports: list[Report] = body["reports"]
@@ -137,7 +189,7 @@ class QueueService:
         for rep in reports:
             accepted += self._apply_report(rep)
         if body.get("move"):
-            self._move(body["move"])
+            self.q.move_all_to_active_or_backoff(body["move"])
         self._notify()
         await self.flusher.flush()
         return {"accepted": accepted}
@@ -153,17 +205,36 @@ class QueueService:
             message=rep.get("message", ""),
             plugins=rep.get("plugins", []),
             seq=rep.get("seq"),
+            nominated_node=rep.get("nominated_node"),
         )
 
-    def _move(self, event: str) -> None:
-        moved = self.q.move_all_to_active_or_backoff(event)
-        if moved:
-            self.incoming.labels("active", event).inc(moved)
+    async def on_nominated(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The nominated pods (of one node, or all): what the worker's
+        RunFilterPluginsWithNominatedPods adds to a node before filtering."""
+        node = body.get("node") if isinstance(body, dict) else None
+        pods: list[NominatedPod] = [
+            {
+                "key": p.key,
+                "uid": p.uid,
+                "node": p.nominated_node,
+                "priority": p.priority,
+                "seq": p.seq,
+                "pod": p.raw,
+            }
+            for p in self.q.nominated_pods(node)
+        ]
+        return {"version": self.q.nominator.version, "pods": pods}
 
     def _notify(self) -> None:
         counts = self.q.counts()
         for name in ("active", "backoff", "unschedulable", "gated"):
             self.pending.labels(name).set(counts.get(name, 0))
+        for (queue, event), n in self.q.take_incoming().items():
+            self.incoming.labels(queue, event).inc(n)
+        self.inflight_events.set(self.q.inflight_events)
+        if self.hints.errors > self._hint_errors_seen:
+            self.hint_errors.inc(self.hints.errors - self._hint_errors_seen)
+            self._hint_errors_seen = self.hints.errors
         if counts.get("active", 0) or self.stopping.is_set():
             self._wake.set()
             self._wake = asyncio.Event()
@@ -174,7 +245,7 @@ class QueueService:
         redis = self.rt.redis
         records = await redis.hgetall(keys.QUEUE_PODS)
         meta = await redis.hgetall(keys.QUEUE_META)
-        self.q = SchedulingQueue(time.time, **queue_settings(self.rt))
+        self.q = self._new_queue()
         self.q.restore([unpack(v) for v in records.values()])
         self.q.restore_meta(
             int(meta.get(b"scheduling_cycle", 0)), int(meta.get(b"move_request_cycle", -1))

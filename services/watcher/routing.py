@@ -1,65 +1,144 @@
 """Where a cluster event goes: kube-scheduler's AddAllEventHandlers, as pure functions.
 
-- Nodes go to the cache; a node that appears or changes may make pending pods
-  schedulable, so the queue hears of it as a cluster event.
-- Assigned pods (spec.nodeName set) go to the cache; for the queue they are
-  deletions (a pod that was pending and is now bound leaves the queue).
+- Nodes go to the cache. For the queue, a node added, changed or deleted is a
+  cluster event named as precisely as the change allows (Node/Add,
+  Node/UpdateNodeLabel, ...; kube's NodeSchedulingPropertiesChange), with the
+  old and new node for the plugins' queueing hints. An update that changes
+  nothing a plugin reads moves nothing.
+- Assigned pods (spec.nodeName set) go to the cache; for the queue they leave
+  the pending pods (a pod that was pending and is now bound) and are cluster
+  events too: AssignedPod/Add, AssignedPod/UpdatePodLabel, ..., AssignedPod/Delete.
 - Unassigned pods whose schedulerName we serve go to the queue.
 - A pod that finished (phase Succeeded or Failed) is gone for scheduling, as
   kube-scheduler's informer field selector makes it.
+
+Naming an update needs the previous version, which `Informer` remembers (the
+informer cache's part). An object it has not seen, say after a restart, counts
+as added: hints then judge it on its own, as on a relist.
 """
 
 from __future__ import annotations
 
-from shared.api.events import ClusterEvent
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.api.events import ClusterEvent as WatchEvent
 from shared.api.models import Node, Pod
+from shared.framework.events import (
+    EVENT_ASSIGNED_POD_ADD,
+    EVENT_ASSIGNED_POD_DELETE,
+    EVENT_NODE_ADD,
+    EVENT_NODE_DELETE,
+    node_scheduling_properties_change,
+    pod_scheduling_properties_change,
+)
+from shared.framework.interface import ClusterEvent
 from shared.messages import CacheEvent, QueueEvent
 
-NODE_ADD = "NodeAdd"
-NODE_UPDATE = "NodeUpdate"
-ASSIGNED_POD_DELETE = "AssignedPodDelete"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
+# What queueing hints read of an assigned pod; the rest is not worth remembering.
+_SLIM_META = ("name", "namespace", "uid", "labels")
+_SLIM_SPEC: tuple[str, ...] = ("nodeName", "schedulerName", "containers", "initContainers")
+_SLIM_SPEC += ("overhead", "tolerations")
 
-def route(ev: ClusterEvent, served: frozenset[str]) -> tuple[list[QueueEvent], list[CacheEvent]]:
+Routed = tuple[list[QueueEvent], list[CacheEvent]]
+
+
+@dataclass
+class Informer:
+    """The last version seen of each node and each assigned pod (slimmed)."""
+
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    assigned_pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def move(
+    event: ClusterEvent,
+    old: dict[str, Any] | None = None,
+    new: dict[str, Any] | None = None,
+) -> QueueEvent:
+    return {
+        "op": "move",
+        "resource": event.resource,
+        "action": event.action,
+        "old": old,
+        "new": new,
+    }
+
+
+def slim_pod(raw: dict[str, Any]) -> dict[str, Any]:
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    nominated = (raw.get("status") or {}).get("nominatedNodeName")
+    return {
+        "metadata": {k: meta[k] for k in _SLIM_META if k in meta},
+        "spec": {k: spec[k] for k in _SLIM_SPEC if k in spec},
+        "status": {"nominatedNodeName": nominated} if nominated else {},
+    }
+
+
+def route(ev: WatchEvent, served: frozenset[str], seen: Informer | None = None) -> Routed:
+    seen = seen if seen is not None else Informer()
     if isinstance(ev.obj, Node):
-        return _route_node(ev, ev.obj)
+        return _route_node(ev, ev.obj, seen)
     assert isinstance(ev.obj, Pod)
-    return _route_pod(ev, ev.obj, served)
+    return _route_pod(ev, ev.obj, served, seen)
 
 
-def _route_node(ev: ClusterEvent, node: Node) -> tuple[list[QueueEvent], list[CacheEvent]]:
+def _route_node(ev: WatchEvent, node: Node, seen: Informer) -> Routed:
     name = node.metadata.name
+    old = seen.nodes.get(name)
     if ev.type == "DELETED":
-        return [], [{"op": "node_delete", "name": name}]
-    move = NODE_ADD if ev.type == "ADDED" else NODE_UPDATE
-    return [{"op": "move", "event": move}], [{"op": "node_upsert", "name": name, "node": ev.raw}]
+        seen.nodes.pop(name, None)
+        return [move(EVENT_NODE_DELETE, old=old or ev.raw)], [{"op": "node_delete", "name": name}]
+    seen.nodes[name] = ev.raw
+    if old is None:
+        moves = [move(EVENT_NODE_ADD, new=ev.raw)]
+    else:
+        moves = [move(e, old, ev.raw) for e in node_scheduling_properties_change(ev.raw, old)]
+    return moves, [{"op": "node_upsert", "name": name, "node": ev.raw}]
 
 
-def _route_pod(
-    ev: ClusterEvent, pod: Pod, served: frozenset[str]
-) -> tuple[list[QueueEvent], list[CacheEvent]]:
+def _route_pod(ev: WatchEvent, pod: Pod, served: frozenset[str], seen: Informer) -> Routed:
     key = pod.key
     gone = ev.type == "DELETED" or pod.status.phase in TERMINAL_PHASES
     if pod.spec.node_name:
-        if gone:
-            return (
-                [{"op": "delete", "key": key}, {"op": "move", "event": ASSIGNED_POD_DELETE}],
-                [{"op": "pod_delete", "name": key}],
-            )
-        return [{"op": "assigned", "key": key}], [
-            {
-                "op": "pod_upsert",
-                "name": key,
-                "uid": pod.metadata.uid,
-                "seq": ev.seq,
-                "node_name": pod.spec.node_name,
-                "pod": ev.raw,
-            }
-        ]
+        return _route_assigned_pod(ev, pod, gone, seen)
     if pod.spec.scheduler_name not in served:
         return [], []
     if gone or pod.metadata.deletion_timestamp:
         # Forget any assumption too: its binding can only fail now.
         return [{"op": "delete", "key": key}], [{"op": "pod_delete", "name": key}]
     return [{"op": "upsert", "key": key, "uid": pod.metadata.uid, "seq": ev.seq, "pod": ev.raw}], []
+
+
+def _route_assigned_pod(ev: WatchEvent, pod: Pod, gone: bool, seen: Informer) -> Routed:
+    key = pod.key
+    old = seen.assigned_pods.get(key)
+    if gone:
+        seen.assigned_pods.pop(key, None)
+        return (
+            [
+                {"op": "delete", "key": key},
+                move(EVENT_ASSIGNED_POD_DELETE, old=old or slim_pod(ev.raw)),
+            ],
+            [{"op": "pod_delete", "name": key}],
+        )
+    new = slim_pod(ev.raw)
+    seen.assigned_pods[key] = new
+    if old is None:
+        moves = [move(EVENT_ASSIGNED_POD_ADD, new=new)]
+    elif old == new:
+        moves = []  # nothing a hint reads changed (a status update, say)
+    else:
+        moves = [move(e, old, new) for e in pod_scheduling_properties_change(new, old)]
+    cache: CacheEvent = {
+        "op": "pod_upsert",
+        "name": key,
+        "uid": pod.metadata.uid,
+        "seq": ev.seq,
+        "node_name": pod.spec.node_name,
+        "pod": ev.raw,
+    }
+    return [{"op": "assigned", "key": key}, *moves], [cache]

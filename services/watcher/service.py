@@ -14,8 +14,9 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from prometheus_client import Counter
 
-from services.watcher.routing import ASSIGNED_POD_DELETE, route
+from services.watcher.routing import Informer, move, route
 from shared.api.events import BadEvent, decode_cluster_event
+from shared.framework.events import ASSIGNED_POD, EVENT_ASSIGNED_POD_DELETE
 from shared.messages import CacheEvent, QueueEvent
 from shared.runtime.consume import consume_batches
 from shared.runtime.retry import retry_forever
@@ -40,6 +41,7 @@ class Watcher:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.served = rt.config.scheduler_names
+        self.informer = Informer()
         self.stopping = asyncio.Event()
         self.events = Counter(
             "ksched_watcher_events_total",
@@ -84,7 +86,7 @@ class Watcher:
             await self._reject(msg, str(err))
             return None
         self.events.labels(ev.kind, ev.type).inc()
-        return route(ev, self.served)
+        return route(ev, self.served, self.informer)
 
     async def _reject(self, msg: Msg, reason: str) -> None:
         self.rejected.inc()
@@ -112,9 +114,10 @@ class Watcher:
 
         # Cache first: a pod that leaves the queue as bound should already count on its node.
         await retry_forever("deliver to cache", to_cache_service)
-        if freed and not any(e["op"] == "move" for e in to_queue):
-            # A deleted pod freed room (its DELETED event may not have said where it ran).
-            to_queue.append({"op": "move", "event": ASSIGNED_POD_DELETE})
+        if freed > _assigned_pod_deletes(to_queue):
+            # An assumed pod was deleted and freed room (kube's handleAssumedPodDeletion);
+            # its DELETED event did not say where, so the hints see no object.
+            to_queue.append(move(EVENT_ASSIGNED_POD_DELETE))
         if to_queue:
             body = {"events": to_queue}
             await retry_forever(
@@ -124,3 +127,11 @@ class Watcher:
     async def shutdown(self) -> None:
         """An unfinished batch is never acked, so it is redelivered after a restart."""
         self.stopping.set()
+
+
+def _assigned_pod_deletes(to_queue: list[QueueEvent]) -> int:
+    return sum(
+        1
+        for e in to_queue
+        if e["op"] == "move" and e.get("resource") == ASSIGNED_POD and e.get("action") == "Delete"
+    )

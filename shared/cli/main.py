@@ -39,6 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--pods", type=int, default=50, help="measured cycles per case")
     bench.add_argument("--json", action="store_true")
 
+    bq = sub.add_parser("bench-queue", help="pop latency and throughput of the queue service")
+    bq.add_argument("--single", type=int, default=500, help="measured single-pod pops")
+    bq.add_argument("--batch", type=int, default=64, help="pods per batched pop")
+    bq.add_argument("--batches", type=int, default=200, help="measured batched pops")
+    bq.add_argument("--pods", type=int, default=20_000, help="pods through the queue")
+    bq.add_argument("--poppers", type=int, default=4, help="concurrent long-polling poppers")
+    bq.add_argument("--json", action="store_true")
+
     args = parser.parse_args(argv)
     if args.command == "demo":
         from shared.cli.demo import run_demo
@@ -48,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         from shared.cli.bench_cycle import run_bench_cycle
 
         return run_bench_cycle(args)
+    if args.command == "bench-queue":
+        from shared.cli.bench_queue import run_bench_queue
+
+        return run_bench_queue(args)
     if args.command == "simulate":
         from shared.cli.simulate import run_simulate
 

@@ -386,12 +386,54 @@ class InterPodAffinity(
         # a node added or relabelled may open a topology domain. With queueing hints (on
         # by default upstream) UpdateNodeTaint is not registered.
         return [
-            ClusterEventWithHint(ClusterEvent("AssignedPod", "Add")),
-            ClusterEventWithHint(ClusterEvent("AssignedPod", "UpdatePodLabel")),
-            ClusterEventWithHint(ClusterEvent("AssignedPod", "Delete")),
-            ClusterEventWithHint(ClusterEvent("Node", "Add")),
-            ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")),
+            ClusterEventWithHint(
+                ClusterEvent("AssignedPod", "Add"), self.is_schedulable_after_pod_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("AssignedPod", "UpdatePodLabel"), self.is_schedulable_after_pod_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("AssignedPod", "Delete"), self.is_schedulable_after_pod_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", "Add"), self.is_schedulable_after_node_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", "UpdateNodeLabel"), self.is_schedulable_after_node_change
+            ),
         ]
+
+    def is_schedulable_after_pod_change(
+        self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None
+    ) -> bool:
+        """Queue when an assigned pod came to match all of the pod's affinity terms, or
+        stopped matching (or left) all of its anti-affinity terms; unscheduled pods never
+        count. Namespace selectors are not resolved here, as upstream."""
+        if any(p is not None and not p.pod.spec.node_name for p in (old, new)):
+            return False
+        terms = pod_terms(pod)
+        affinity, anti = terms.required_affinity, terms.required_anti_affinity
+
+        def matches_all(ts: tuple[AffinityTerm, ...], other: PodInfo) -> bool:
+            return _pod_matches_all_terms(ts, other.pod, {})
+
+        if old is not None and new is not None:
+            gained = not matches_all(affinity, old) and matches_all(affinity, new)
+            return gained or (matches_all(anti, old) and not matches_all(anti, new))
+        if new is not None:
+            return matches_all(affinity, new)
+        return old is None or matches_all(anti, old)  # an unknown freed pod may help
+
+    def is_schedulable_after_node_change(
+        self, pod: PodInfo, old: NodeInfo | None, new: NodeInfo
+    ) -> bool:
+        """Queue when the node carries the topology key of any required term."""
+        terms = pod_terms(pod)
+        labels = new.labels
+        return any(
+            t.topology_key in labels
+            for t in (*terms.required_affinity, *terms.required_anti_affinity)
+        )
 
     # --- prefilter -------------------------------------------------------------
 

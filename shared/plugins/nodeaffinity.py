@@ -254,9 +254,25 @@ class NodeAffinity(
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # With queueing hints (the default), only a new node or new labels can help.
         return [
-            ClusterEventWithHint(ClusterEvent("Node", "Add")),
-            ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")),
+            ClusterEventWithHint(
+                ClusterEvent("Node", "Add"), self.is_schedulable_after_node_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", "UpdateNodeLabel"), self.is_schedulable_after_node_change
+            ),
         ]
+
+    def is_schedulable_after_node_change(
+        self, pod: PodInfo, old: NodeInfo | None, new: NodeInfo
+    ) -> bool:
+        """Queue when a node that matches the pod's required affinity (and the
+        scheduler-enforced one) appeared or came to match."""
+        if self.added_selector is not None and not self.added_selector.matches(
+            new.labels, new.name
+        ):
+            return False
+        required = required_node_affinity(pod)
+        return required.matches(new) and (old is None or not required.matches(old))
 
 
 # --- args (NodeAffinityArgs) --------------------------------------------------

@@ -79,9 +79,23 @@ class NodePorts(PreFilterPlugin, FilterPlugin, BatchFilterPlugin, EnqueueExtensi
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # Host ports are immutable, so only a deleted pod or a new node can free one.
         return [
-            ClusterEventWithHint(ClusterEvent("Pod", "Delete")),
+            ClusterEventWithHint(
+                ClusterEvent("Pod", "Delete"), self.is_schedulable_after_pod_deleted
+            ),
             ClusterEventWithHint(ClusterEvent("Node", "Add")),
         ]
+
+    def is_schedulable_after_pod_deleted(
+        self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None
+    ) -> bool:
+        """Queue when the deleted pod was placed (or nominated) and held a port this pod
+        wants."""
+        if old is None:
+            return True  # the freed pod is unknown: assume it freed the port
+        if not (old.pod.spec.node_name or old.pod.status.nominated_node_name):
+            return False
+        freed = old.resources.host_ports
+        return bool(freed) and conflicts(pod.resources.host_ports, freed)
 
 
 def new(args: dict[str, Any], handle: Handle) -> NodePorts:

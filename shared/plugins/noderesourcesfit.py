@@ -706,11 +706,58 @@ class NodeResourcesFit(
         # more allocatable may fit. With queueing hints (on by default upstream) node
         # label/taint updates are not registered.
         return [
-            ClusterEventWithHint(ClusterEvent("Pod", "Delete")),
-            ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodScaleDown")),
-            ClusterEventWithHint(ClusterEvent("Node", "Add")),
-            ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeAllocatable")),
+            ClusterEventWithHint(
+                ClusterEvent("Pod", "Delete"), self.is_schedulable_after_pod_event
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Pod", "UpdatePodScaleDown"), self.is_schedulable_after_pod_event
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", "Add"), self.is_schedulable_after_node_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", "UpdateNodeAllocatable"), self.is_schedulable_after_node_change
+            ),
         ]
+
+    def is_schedulable_after_pod_event(
+        self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None
+    ) -> bool:
+        """Queue when an assigned (or nominated) pod left, or when a pod scaled down a
+        resource this pod requests (or this pod scaled itself down)."""
+        if old is None:
+            return True  # the freed pod is unknown: assume it freed room
+        if new is None:
+            return bool(old.pod.spec.node_name or old.pod.status.nominated_node_name)
+        if new.pod.metadata.uid == pod.pod.metadata.uid:
+            return True
+        if not new.pod.spec.node_name:
+            return False
+        before, after = old.resources.requests, new.resources.requests
+        return any(before.get(name, 0) > after.get(name, 0) for name in self._requested_names(pod))
+
+    def is_schedulable_after_node_change(
+        self, pod: PodInfo, old: NodeInfo | None, new: NodeInfo
+    ) -> bool:
+        """Queue when the empty node fits the pod and, for an update, when it grew in the
+        pod count or in something the pod requests (haveAnyRequestedResourcesIncreased)."""
+        if fits(pod, new):
+            return False
+        if old is None:
+            return True
+        if new.allowed_pod_number > old.allowed_pod_number:
+            return True
+        return any(
+            new.allocatable.get(name, 0) > old.allocatable.get(name, 0)
+            for name in self._requested_names(pod)
+        )
+
+    @staticmethod
+    def _requested_names(pod: PodInfo) -> list[str]:
+        """The accounted resources the pod requests a non-zero amount of."""
+        s = PreFilterState.of(pod)
+        amounts = {CPU: s.milli_cpu, MEMORY: s.memory, EPHEMERAL_STORAGE: s.ephemeral_storage}
+        return [name for name, v in (amounts | s.scalar_resources).items() if v > 0]
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]

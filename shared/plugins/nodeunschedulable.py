@@ -50,10 +50,33 @@ class NodeUnschedulable(FilterPlugin, BatchFilterPlugin, EnqueueExtensions):
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
-            ClusterEventWithHint(ClusterEvent("Node", "Add")),
-            ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint")),
-            ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodToleration")),
+            ClusterEventWithHint(
+                ClusterEvent("Node", "Add"), self.is_schedulable_after_node_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", "UpdateNodeTaint"), self.is_schedulable_after_node_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Pod", "UpdatePodToleration"),
+                self.is_schedulable_after_pod_toleration_change,
+            ),
         ]
+
+    def is_schedulable_after_node_change(
+        self, pod: PodInfo, old: NodeInfo | None, new: NodeInfo
+    ) -> bool:
+        """Queue for a schedulable new node, or a node that was uncordoned."""
+        if new.node.spec.unschedulable:
+            return False
+        return old is None or old.node.spec.unschedulable
+
+    def is_schedulable_after_pod_toleration_change(
+        self, pod: PodInfo, old: PodInfo | None, new: PodInfo
+    ) -> bool:
+        """Queue when the rejected pod itself now tolerates the unschedulable taint."""
+        return new.pod.metadata.uid == pod.pod.metadata.uid and tolerations_tolerate_taint(
+            new.pod.spec.tolerations, _UNSCHEDULABLE_TAINT
+        )
 
 
 def new(args: dict[str, Any], handle: Handle) -> NodeUnschedulable:

@@ -511,15 +511,78 @@ class PodTopologySpread(
         # toleration matters with nodeTaintsPolicy Honor; nodes added, removed,
         # relabelled or retainted change the domains.
         return [
-            ClusterEventWithHint(ClusterEvent("Pod", "Add")),
-            ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodLabel")),
-            ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodToleration")),
-            ClusterEventWithHint(ClusterEvent("Pod", "Delete")),
-            ClusterEventWithHint(ClusterEvent("Node", "Add")),
-            ClusterEventWithHint(ClusterEvent("Node", "Delete")),
-            ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")),
-            ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint")),
+            ClusterEventWithHint(ClusterEvent("Pod", "Add"), self.is_schedulable_after_pod_change),
+            ClusterEventWithHint(
+                ClusterEvent("Pod", "UpdatePodLabel"), self.is_schedulable_after_pod_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Pod", "UpdatePodToleration"), self.is_schedulable_after_pod_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Pod", "Delete"), self.is_schedulable_after_pod_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", "Add"), self.is_schedulable_after_node_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", "Delete"), self.is_schedulable_after_node_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", "UpdateNodeLabel"), self.is_schedulable_after_node_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", "UpdateNodeTaint"), self.is_schedulable_after_node_change
+            ),
         ]
+
+    def is_schedulable_after_pod_change(
+        self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None
+    ) -> bool:
+        """Queue when an assigned pod of the namespace that matches (or stopped
+        matching) a hard constraint's selector came, changed labels or left; or the pod
+        itself got a toleration that a nodeTaintsPolicy: Honor constraint cares about."""
+        uid, namespace = pod.pod.metadata.uid, pod.pod.metadata.namespace
+
+        def involved(other: PodInfo) -> bool:
+            meta = other.pod.metadata
+            return meta.uid == uid or bool(other.pod.spec.node_name and meta.namespace == namespace)
+
+        if any(p is not None and not involved(p) for p in (old, new)):
+            return False
+        constraints = self._constraints(pod, DO_NOT_SCHEDULE)
+        if old is not None and new is not None:
+            if (
+                new.pod.metadata.uid == uid
+                and new.pod.spec.tolerations != old.pod.spec.tolerations
+                and any(c.node_taints_policy == "Honor" for c in constraints)
+            ):
+                return True
+            before, after = old.pod.metadata.labels, new.pod.metadata.labels
+            return before != after and any(
+                c.matches(before) != c.matches(after) for c in constraints
+            )
+        other = new if new is not None else old
+        if other is None:
+            return True  # an unknown freed pod may help
+        return any(c.matches(other.pod.metadata.labels) for c in constraints)
+
+    def is_schedulable_after_node_change(
+        self, pod: PodInfo, old: NodeInfo | None, new: NodeInfo | None
+    ) -> bool:
+        """Queue when a node with every topology key came or left, a node gained or lost
+        a key, or such a node changed a key's value or its taints."""
+        constraints = self._constraints(pod, DO_NOT_SCHEDULE)
+        old_matching = old is not None and has_all_keys(old.labels, constraints)
+        new_matching = new is not None and has_all_keys(new.labels, constraints)
+        if old is None or new is None:
+            return new_matching or old_matching
+        if old_matching != new_matching:
+            return True
+        keys_changed = any(
+            old.labels.get(c.topology_key) != new.labels.get(c.topology_key) for c in constraints
+        )
+        taints_changed = old.node.spec.taints != new.node.spec.taints
+        return new_matching and (keys_changed or taints_changed)
 
 
 def _missing_pre_score_state() -> Status:

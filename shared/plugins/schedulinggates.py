@@ -35,7 +35,18 @@ class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
         )
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodSchedulingGatesEliminated"))]
+        return [
+            ClusterEventWithHint(
+                ClusterEvent("Pod", "UpdatePodSchedulingGatesEliminated"),
+                self.is_schedulable_after_update_pod_scheduling_gates_eliminated,
+            )
+        ]
+
+    def is_schedulable_after_update_pod_scheduling_gates_eliminated(
+        self, pod: PodInfo, old: PodInfo | None, new: PodInfo
+    ) -> bool:
+        """Only the pod whose gates were removed is released."""
+        return new.pod.metadata.uid == pod.pod.metadata.uid
 
 
 def new(args: dict[str, Any], handle: Handle) -> SchedulingGates:

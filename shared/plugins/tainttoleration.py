@@ -114,11 +114,39 @@ class TaintToleration(
         return default_normalize_scores(MAX_NODE_SCORE, True, scores)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
+        # With queueing hints (kube's default) a node label cannot change the verdict, and
+        # a new toleration matters only to the pod that got it.
         return [
-            ClusterEventWithHint(ClusterEvent("Node", "Add")),
-            ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint")),
-            ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodToleration")),
+            ClusterEventWithHint(
+                ClusterEvent("Node", "Add"), self.is_schedulable_after_node_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", "UpdateNodeTaint"), self.is_schedulable_after_node_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Pod", "UpdatePodToleration"),
+                self.is_schedulable_after_pod_toleration_change,
+            ),
         ]
+
+    def is_schedulable_after_node_change(
+        self, pod: PodInfo, old: NodeInfo | None, new: NodeInfo
+    ) -> bool:
+        """Queue when the node's hard taints went from untolerated to tolerated."""
+        tolerations = pod.pod.spec.tolerations
+
+        def untolerated_hard(node: NodeInfo) -> bool:
+            hard = [t for t in node.node.spec.taints if t.effect in ("NoSchedule", "NoExecute")]
+            return untolerated(hard, tolerations) is not None
+
+        was_untolerated = old is None or untolerated_hard(old)
+        return was_untolerated and not untolerated_hard(new)
+
+    def is_schedulable_after_pod_toleration_change(
+        self, pod: PodInfo, old: PodInfo | None, new: PodInfo
+    ) -> bool:
+        """Only the rejected pod's own new toleration can help it."""
+        return new.pod.metadata.uid == pod.pod.metadata.uid
 
 
 def tolerates_hard_taints(taints: list[Taint], tolerations: list[Toleration]) -> bool:

@@ -267,9 +267,16 @@ def test_flush_unschedulable_leftover(
     q = SchedulingQueue(clock, **settings)
     qpi = make_unschedulable(q, "a")
     clock.advance(wait)
-    assert q.flush_unschedulable_leftover() == (expected != "unschedulable")
+    moved = expected != "unschedulable"
+    assert q.flush_unschedulable_leftover() == moved
     assert qpi.where == expected
-    assert q.move_request_cycle == -1  # a leftover flush is not a move request
+    # upstream moves leftovers as a wildcard UnschedulableTimeout event
+    assert q.move_request_cycle == (q.scheduling_cycle if moved else -1)
+    assert q.take_incoming() == (
+        {("unschedulable", "ScheduleAttemptFailure"): 1}
+        | ({(expected, "UnschedulableTimeout"): 1} if moved else {})
+        | {("active", "UnschedulablePodAdd"): 1}
+    )
 
 
 def test_flush_unschedulable_leftover_only_old_pods(q: SchedulingQueue, clock: FakeClock) -> None:
@@ -403,7 +410,7 @@ def test_failed_takes_newer_seq_and_own_status_write_does_not_retry(
 ) -> None:
     k = add(q, "a", seq=1)
     qpi = pop_one(q)
-    assert q.failed(k, qpi.cycle, unschedulable=True, message="m", plugins=[], seq=4)
+    assert q.failed(k, qpi.cycle, unschedulable=True, message="m", plugins=["P"], seq=4)
     assert qpi.seq == 4
     written = pod("a", rv=4)
     _status_only(written)
@@ -426,7 +433,8 @@ def test_spec_change_racing_own_status_write_still_moves(q: SchedulingQueue) -> 
     # (seq 3) was reported before the watcher delivered seq 2. Seq 3 includes the change.
     k = add(q, "a", seq=1)
     qpi = pop_one(q)
-    assert q.failed(k, qpi.cycle, unschedulable=True, message="m", plugins=[], seq=3)
+    assert q.failed(k, qpi.cycle, unschedulable=True, message="m", plugins=["P"], seq=3)
+    assert qpi.where == "unschedulable"
     written = pod("a", rv=3, labels={"team": "x"})
     _status_only(written)
     q.update(k, qpi.uid, written, 3)
@@ -640,7 +648,7 @@ def test_dirty_tracking(q: SchedulingQueue, clock: FakeClock) -> None:
 
     (pa,) = q.pop(1)
     assert q.take_dirty() == {ka}
-    assert q.failed(ka, pa.cycle, unschedulable=True, message="", plugins=[])
+    assert q.failed(ka, pa.cycle, unschedulable=True, message="", plugins=["X"])
     assert q.take_dirty() == {ka}
     assert not q.assumed(ka, pa.cycle)  # stale: no change
     q.update(ka, "uid-a", pod("a", rv=1), 1)  # stale seq: no change

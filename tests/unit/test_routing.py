@@ -50,16 +50,16 @@ def ops(routed: tuple[list, list]) -> tuple[list[str], list[str]]:
         pytest.param(
             assigned(make_pod("p")),
             "ADDED",
-            ["assigned"],
+            ["assigned", "move"],
             ["pod_upsert"],
-            id="assigned pod added -> cache add, queue delete",
+            id="assigned pod added -> cache add, queue delete, AssignedPod/Add",
         ),
         pytest.param(
             assigned(make_pod("p")),
             "MODIFIED",
-            ["assigned"],
+            ["assigned", "move"],
             ["pod_upsert"],
-            id="pod became assigned -> queue delete, cache add",
+            id="pod became assigned -> queue delete, cache add, AssignedPod/Add",
         ),
         pytest.param(
             assigned(make_pod("p")),
@@ -70,7 +70,7 @@ def ops(routed: tuple[list, list]) -> tuple[list[str], list[str]]:
         ),
         pytest.param(make_node("n"), "ADDED", ["move"], ["node_upsert"], id="node added"),
         pytest.param(make_node("n"), "MODIFIED", ["move"], ["node_upsert"], id="node updated"),
-        pytest.param(make_node("n"), "DELETED", [], ["node_delete"], id="node deleted"),
+        pytest.param(make_node("n"), "DELETED", ["move"], ["node_delete"], id="node deleted"),
     ],
 )
 def test_routes(obj: dict, etype: str, queue_ops: list[str], cache_ops: list[str]) -> None:
@@ -86,7 +86,7 @@ def test_pod_of_another_scheduler_is_ignored() -> None:
 def test_assigned_pod_of_another_scheduler_still_counts_on_its_node() -> None:
     pod = assigned(make_pod("p"))
     pod["spec"]["schedulerName"] = "someone-else"
-    assert ops(route(event(pod), SERVED)) == (["assigned"], ["pod_upsert"])
+    assert ops(route(event(pod), SERVED)) == (["assigned", "move"], ["pod_upsert"])
 
 
 def test_finished_pod_is_a_deletion() -> None:

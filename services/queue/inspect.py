@@ -1,0 +1,108 @@
+"""The queue's inspection API: a `nats.micro` service (discoverable with $SRV.PING,
+$SRV.INFO and $SRV.STATS), answering JSON so that `nats req` can read it.
+
+  pending  kube's PendingPods: every pending pod with its sub-queue, attempts,
+           backoff expiry, rejecting plugins and last message. Request (optional
+           JSON): {"queue": "<sub-queue>", "limit": N}.
+  stats    the sub-queue sizes and the queue's counters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from nats.aio.client import Client as NATS
+from nats.micro import add_service
+from nats.micro.request import Request
+from nats.micro.service import EndpointStats, Service
+
+from services.queue.queue import WHERES, QueuedPodInfo, SchedulingQueue
+from shared.subjects import QUEUE_PENDING, QUEUE_SERVICE_NAME, QUEUE_STATS
+from shared.wire import dump_json
+
+VERSION = "0.1.0"
+DEFAULT_LIMIT = 1000
+
+
+def pending_entry(qpi: QueuedPodInfo) -> dict[str, Any]:
+    return {
+        "key": qpi.key,
+        "queue": qpi.where,
+        "priority": qpi.priority,
+        "attempts": qpi.attempts,
+        "timestamp": qpi.timestamp,
+        "backoff_expiry": qpi.backoff_expiry,
+        "unschedulable_plugins": list(qpi.unschedulable_plugins),
+        "message": qpi.message,
+        "nominated_node": qpi.nominated_node,
+        "cycle": qpi.cycle,
+    }
+
+
+def pending_reply(q: SchedulingQueue, request: dict[str, Any]) -> dict[str, Any]:
+    where = request.get("queue")
+    if where is not None and where not in WHERES:
+        raise ValueError(f"queue must be one of {list(WHERES)}, got {where!r}")
+    limit = int(request.get("limit", DEFAULT_LIMIT))
+    pods = q.pending_pods(where)
+    counts = q.counts()
+    return {
+        "pods": [pending_entry(p) for p in pods[: max(limit, 0)]],
+        "total": len(pods),
+        # kube's PendingPods summary line
+        "summary": (
+            f"activeQ:{counts['active']}; backoffQ:{counts['backoff']}; "
+            f"unschedulablePods:{counts['unschedulable'] + counts['gated']}"
+        ),
+    }
+
+
+def stats_reply(q: SchedulingQueue) -> dict[str, Any]:
+    return {
+        "counts": q.counts(),
+        "scheduling_cycle": q.scheduling_cycle,
+        "move_request_cycle": q.move_request_cycle,
+        "inflight_events": q.inflight_events,
+        "nominated": len(q.nominator),
+        "hint_errors": q.hints.errors if q.hints is not None else 0,
+    }
+
+
+def _body(req: Request) -> dict[str, Any]:
+    if not req.data.strip():
+        return {}
+    body = json.loads(req.data)
+    if not isinstance(body, dict):
+        raise ValueError("the request must be a JSON object")
+    return body
+
+
+async def start_inspection(nc: NATS, queue: Callable[[], SchedulingQueue]) -> Service:
+    """Serve the endpoints for whatever queue `queue()` returns at request time."""
+
+    async def pending(req: Request) -> None:
+        try:
+            reply = pending_reply(queue(), _body(req))
+        except ValueError as err:
+            await req.respond_error("400", str(err))
+            return
+        await req.respond(dump_json(reply))
+
+    async def stats(req: Request) -> None:
+        await req.respond(dump_json(stats_reply(queue())))
+
+    def endpoint_stats(_: EndpointStats) -> Any:
+        return stats_reply(queue())
+
+    svc = await add_service(
+        nc,
+        name=QUEUE_SERVICE_NAME,
+        version=VERSION,
+        description="ksched scheduling queue: pending pods by sub-queue",
+        stats_handler=endpoint_stats,
+    )
+    await svc.add_endpoint(name="pending", subject=QUEUE_PENDING, handler=pending)
+    await svc.add_endpoint(name="stats", subject=QUEUE_STATS, handler=stats)
+    return svc
