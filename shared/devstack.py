@@ -20,10 +20,19 @@ from pathlib import Path
 SERVICES = ("watcher", "queue", "cache", "worker", "binder")
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port free now and not handed out before by this process: services bind theirs
+    only after starting, so the OS could otherwise offer the same port twice."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def find_nats_server() -> str:
