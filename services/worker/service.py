@@ -34,7 +34,14 @@ from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request
 from shared.runtime.service import Runtime
 from shared.snapshot import Snapshot
-from shared.subjects import BIND_SUBJECT, CACHE_ASSUME, CACHE_BINDING, QUEUE_POP, QUEUE_REPORT
+from shared.subjects import (
+    BIND_SUBJECT,
+    CACHE_ASSUME,
+    CACHE_BINDING,
+    QUEUE_NOMINATED,
+    QUEUE_POP,
+    QUEUE_REPORT,
+)
 from shared.wire import pack
 
 log = logging.getLogger("ksched.worker")
@@ -71,6 +78,7 @@ class Worker:
             )
             for p in rt.config.profiles
         }
+        self.nominated_version = 0
         self.stopping = asyncio.Event()
         reg = rt.registry
         self.attempts = Counter(
@@ -109,8 +117,30 @@ class Worker:
                 log.warning("pop failed: %s", err)
                 await asyncio.sleep(0.5)
                 continue
+            if "nominated_version" in reply:
+                await self._sync_nominated(reply["nominated_version"])
             if reply["pods"]:
                 await self.schedule_batch(reply["pods"])
+
+    async def _sync_nominated(self, version: int) -> None:
+        """Fetch the queue's nominated pods when they changed: Filter counts them on
+        their nodes (RunFilterPluginsWithNominatedPods)."""
+        if version == self.nominated_version:
+            return
+        try:
+            reply = await request(self.rt.nc, QUEUE_NOMINATED, {})
+        except Exception as err:
+            log.warning("fetching nominated pods failed: %s", err)
+            return  # kept stale; the next pop retries
+        nominated: dict[str, list[PodInfo]] = {}
+        for p in reply["pods"]:
+            try:
+                nominated.setdefault(p["node"], []).append(PodInfo.of(p["pod"], p["seq"]))
+            except Exception as err:  # validated at the watcher; never expected here
+                log.warning("skipping nominated pod %s: %s", p.get("key"), err)
+        for scheduler in self.schedulers.values():
+            scheduler.fw.handle.nominated = nominated
+        self.nominated_version = reply["version"]
 
     async def schedule_batch(self, queued: list[QueuedPod]) -> None:
         start = time.perf_counter()

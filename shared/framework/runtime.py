@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
@@ -51,7 +51,9 @@ class BatchFilterResult:
     (into Framework.filters) of the first plugin that rejected them."""
 
     feasible: BoolArray
-    first_rejecter: IntArray  # -1 where feasible
+    first_rejecter: IntArray  # -1 where feasible or decided with nominated pods
+    # Rows with nominated pods, filtered node by node: their status.
+    statuses: dict[int, Status] = field(default_factory=dict)
 
 
 def _as_error(plugin: str, point: str, err: Exception) -> Status:
@@ -151,6 +153,53 @@ class Framework:
                 return status
         return SUCCESS
 
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo
+    ) -> Status:
+        """RunFilterPluginsWithNominatedPods: with nominated pods of equal or higher
+        priority added to the node the pod must fit (those pods will take the room),
+        and without them too (affinity to a nominated pod must not be what makes it
+        fit: the nominated pod may never come)."""
+        added = self._add_nominated_pods(state, pod, node)
+        if added is None:
+            return self.run_filter_plugins(state, pod, node)
+        if isinstance(added, Status):
+            return added
+        status = self.run_filter_plugins(added[0], pod, added[1])
+        if not status.ok:
+            return status
+        return self.run_filter_plugins(state, pod, node)
+
+    def has_nominated_pods(self, pod: PodInfo, node_name: str) -> bool:
+        """Whether the node has nominated pods that Filter must add for `pod`."""
+        nominated = self.handle.nominated.get(node_name)
+        if not nominated:
+            return False
+        priority, uid = pod.pod.spec.priority, pod.pod.metadata.uid
+        return any(p.pod.spec.priority >= priority and p.pod.metadata.uid != uid for p in nominated)
+
+    def _add_nominated_pods(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo
+    ) -> tuple[CycleState, NodeInfo] | Status | None:
+        """addGENominatedPods: a cloned state and node with the nominated pods of equal or
+        higher priority added (PreFilterExtensions.AddPod run for each); None if none."""
+        if not self.has_nominated_pods(pod, node.name):
+            return None
+        priority, uid = pod.pod.spec.priority, pod.pod.metadata.uid
+        state_out, node_out = state.clone(), node.clone()
+        for nominated in self.handle.nominated[node.name]:
+            if nominated.pod.spec.priority < priority or nominated.pod.metadata.uid == uid:
+                continue
+            node_out.add_pod(nominated)
+            for plugin in self.pre_filters:
+                ext = plugin.pre_filter_extensions()
+                if ext is None or plugin.name in state.skip_filter_plugins:
+                    continue
+                status = ext.add_pod(state_out, pod, nominated, node_out)
+                if not status.ok:
+                    return Status(Code.ERROR, status.reasons, plugin=plugin.name)
+        return state_out, node_out
+
     def run_filter_plugins_batch(
         self, state: CycleState, pod: PodInfo, nodes: NodeColumns
     ) -> BatchFilterResult | None:
@@ -173,7 +222,18 @@ class Framework:
             if rejected.any():
                 first[rejected] = k
                 feasible &= mask
-        return BatchFilterResult(feasible, first)
+        result = BatchFilterResult(feasible, first)
+        for name in self.handle.nominated:
+            row = nodes.index.get(name)
+            if row is None or not self.has_nominated_pods(pod, name):
+                continue
+            status = self.run_filter_plugins_with_nominated_pods(state, pod, nodes.infos[row])
+            if status.code == Code.ERROR:
+                return None  # the per-node path reports it if it gets to this node
+            feasible[row] = status.ok
+            first[row] = -1
+            result.statuses[row] = status
+        return result
 
     def filter_status(
         self, state: CycleState, pod: PodInfo, node: NodeInfo, first_rejecter: int

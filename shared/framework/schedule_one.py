@@ -173,10 +173,12 @@ class Scheduler:
     ) -> Diagnosis:
         """Every node was rejected: the per-node statuses the FitError message needs."""
         diagnosis = Diagnosis()
-        for row in np.flatnonzero(batch.first_rejecter >= 0).tolist():
+        for row in np.flatnonzero(~batch.feasible).tolist():
             info = nodes.infos[row]
-            k = int(batch.first_rejecter[row])
-            status = self.fw.filter_status(state, pod, info, k)
+            if row in batch.statuses:
+                status = batch.statuses[row]
+            else:
+                status = self.fw.filter_status(state, pod, info, int(batch.first_rejecter[row]))
             if status.code == Code.ERROR:
                 raise SchedulingError(status)
             diagnosis.node_to_status[info.name] = status
@@ -193,7 +195,7 @@ class Scheduler:
         for i in range(len(nodes)):
             node = nodes[(start + i) % len(nodes)]
             processed += 1
-            status = self.fw.run_filter_plugins(state, pod, node)
+            status = self.fw.run_filter_plugins_with_nominated_pods(state, pod, node)
             if status.ok:
                 feasible.append(node)
                 if len(feasible) >= want:

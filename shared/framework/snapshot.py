@@ -143,9 +143,12 @@ class Handle:
     """What a plugin may reach beyond its arguments (kube-scheduler's framework.Handle).
 
     `snapshot` is the cycle's snapshot (set by the framework before each cycle);
-    `bind_pod` writes a binding (set by the binder service; DefaultBinder uses it).
+    `bind_pod` writes a binding (set by the binder service; DefaultBinder uses it);
+    `nominated` holds the pods nominated to each node (kube's PodNominator, fed by
+    the queue), which Filter counts as if they were there.
     """
 
     def __init__(self, snapshot: ClusterSnapshot | None = None) -> None:
         self.snapshot = snapshot or ClusterSnapshot([])
         self.bind_pod: BindFn | None = None
+        self.nominated: dict[str, list[PodInfo]] = {}

@@ -157,6 +157,23 @@ class NodeInfo:
     def pods_with_required_anti_affinity(self) -> list[PodInfo]:
         return [p for p in self.pods.values() if p.has_required_anti_affinity]
 
+    def clone(self) -> NodeInfo:
+        """NodeInfo.Snapshot: a copy whose pods and sums can change independently."""
+        copy = NodeInfo(
+            self.name,
+            self.raw_node,
+            dict(self.allocatable),
+            Counter(self.requested),
+            self.nonzero_cpu,
+            self.nonzero_memory,
+            Counter(self.used_ports),
+            self.generation,
+            dict(self.pods),
+            self.image_states,
+        )
+        copy._node = self._node
+        return copy
+
     def add_pod(self, pod: PodInfo) -> None:
         old = self.pods.get(pod.key)
         if old is not None:

@@ -158,6 +158,22 @@ async def test_nominated_pods_are_served(nc: NATS, tracker: PodTracker) -> None:
     assert (await request(nc, QUEUE_NOMINATED, {"node": "n2"}))["pods"] == []
 
 
+async def test_workers_filter_with_the_nominated_pods(nc: NATS, tracker: PodTracker) -> None:
+    """RunFilterPluginsWithNominatedPods: room nominated to a pending pod of higher
+    priority is not given to a lower one."""
+    js = nc.jetstream()
+    await publish_all(js, [make_node("roomy", cpu="2"), make_node("tight", cpu="1")])
+    holder = make_pod("holder", cpu="1500m", priority=10)
+    holder["spec"]["nodeSelector"] = {"disk": "none"}  # stays pending, nominated to roomy
+    holder["status"] = {"nominatedNodeName": "roomy"}
+    await publish_pod(js, holder)
+    assert await tracker.wait_until(lambda t: "default/holder" in t.unschedulable(), timeout=15)
+    # Least-allocated alone would pick roomy; roomy's free room is promised to holder.
+    await publish_pod(js, make_pod("late", cpu="1", priority=0))
+    assert await tracker.wait_until(lambda t: "default/late" in t.bound(), timeout=15)
+    assert tracker.bound()["default/late"] == "tight"
+
+
 async def test_queue_killed_and_restarted_mid_run_loses_nothing(
     stack: LocalStack, nc: NATS, tracker: PodTracker
 ) -> None:

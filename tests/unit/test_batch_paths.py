@@ -9,6 +9,7 @@ sequences of pods that land on the snapshot, with sampling and a rotating start.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -109,7 +110,7 @@ EXPRESSIONS = [
 
 
 def pod_object(c: Chooser, i: int) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [container_object(c)]}
+    spec: dict[str, Any] = {"containers": [container_object(c)], "priority": c.integer(0, 2)}
     if c.flag():
         spec["tolerations"] = c.some(TOLERATIONS, 2)
     if c.integer(0, 3) == 0:
@@ -271,7 +272,7 @@ def outcome(scheduler: Scheduler, pod: PodInfo, snapshot: ClusterSnapshot) -> tu
         reasons = {
             n: (s.code, s.plugin, tuple(s.reasons)) for n, s in err.diagnosis.node_to_status.items()
         }
-        return ("fit-error", str(err), reasons, sorted(err.diagnosis.unschedulable_plugins))
+        return ("fit-error", err.message(), reasons, sorted(err.diagnosis.unschedulable_plugins))
     except SchedulingError as err:
         return ("error", str(err))
     snapshot.add_pod(pod, r.suggested_host)
@@ -279,11 +280,19 @@ def outcome(scheduler: Scheduler, pod: PodInfo, snapshot: ClusterSnapshot) -> tu
 
 
 def run_both(
-    nodes: list[dict], existing: list[tuple[dict, int]], pods: list[dict], prof: str, pct: int
+    nodes: list[dict],
+    existing: list[tuple[dict, int]],
+    pods: list[dict],
+    prof: str,
+    pct: int,
+    nominated: Sequence[tuple[dict, int]] = (),
 ) -> None:
     paths = []
     for batch in (True, False):
         fw = Framework.from_profile(profile(prof))
+        for n, (raw, at) in enumerate(nominated):
+            name = nodes[at % len(nodes)]["metadata"]["name"]
+            fw.handle.nominated.setdefault(name, []).append(PodInfo.of(raw, 500 + n))
         scheduler = Scheduler(
             fw, percentage_of_nodes_to_score=pct, rng=random.Random(7), batch=batch
         )
@@ -301,6 +310,7 @@ cluster_inputs = st.integers(1, 30).flatmap(
     lambda n: st.tuples(
         st.tuples(*[raw_nodes(i) for i in range(n)]),
         st.lists(st.tuples(raw_pods(0), st.integers(0, 100)), max_size=12),
+        st.lists(st.tuples(raw_pods(99), st.integers(0, 100)), max_size=3),
         st.lists(st.integers(0, 10**6), min_size=1, max_size=8).flatmap(
             lambda ids: st.tuples(*[raw_pods(i) for i in ids])
         ),
@@ -311,14 +321,14 @@ cluster_inputs = st.integers(1, 30).flatmap(
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster_inputs, st.sampled_from(sorted(PROFILES)))
 def test_schedule_pod_batch_equals_per_node(inputs: tuple, prof: str) -> None:
-    nodes, existing, pods = inputs
-    run_both(list(nodes), existing, list(pods), prof, 100)
+    nodes, existing, nominated, pods = inputs
+    run_both(list(nodes), existing, list(pods), prof, 100, nominated)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster_inputs, st.sampled_from(sorted(PROFILES)))
 def test_each_batch_plugin_equals_its_per_node_form(inputs: tuple, prof: str) -> None:
-    nodes, existing, pods = inputs
+    nodes, existing, _, pods = inputs
     snapshot = build(list(nodes), existing)
     fw = Framework.from_profile(profile(prof))
     fw.set_snapshot(snapshot)
@@ -362,9 +372,10 @@ def test_sampling_and_rotation_match_over_many_nodes() -> None:
         c = Chooser(rng=random.Random(seed))
         nodes = [node_object(c, i) for i in range(260)]
         existing = [(pod_object(c, 0), c.integer(0, 259)) for _ in range(50)]
+        nominated = [(pod_object(c, 900 + i), c.integer(0, 259)) for i in range(20)]
         pods = [pod_object(c, i) for i in range(30)]
         for pct in (0, 10, 40):
-            run_both(nodes, existing, pods, "default", pct)
+            run_both(nodes, existing, pods, "default", pct, nominated)
 
 
 @settings(max_examples=20, deadline=None)

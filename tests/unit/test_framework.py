@@ -116,3 +116,40 @@ def test_select_host_breaks_ties_uniformly() -> None:
     picks = [select_host(scores, rng) for _ in range(2000)]
     assert set(picks) == {"n1", "n2"}
     assert 800 < picks.count("n1") < 1200
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_nominated_pods_of_equal_or_higher_priority_hold_their_room(batch: bool) -> None:
+    """RunFilterPluginsWithNominatedPods: a nominated pod of equal or higher priority
+    counts on its node; a lower one, or the pod itself, does not."""
+
+    def place(pod: dict, nominated: list[dict]) -> str:
+        nodes = [node("a", cpu="2"), node("b", cpu="1")]
+        fw = Framework.from_profile(Profile())
+        fw.handle.nominated["a"] = [PodInfo.of(p) for p in nominated]
+        scheduler = Scheduler(fw, rng=random.Random(1), batch=batch)
+        return scheduler.schedule_pod(
+            CycleState(), PodInfo.of(pod), ClusterSnapshot(nodes)
+        ).suggested_host
+
+    big = make_pod("big", cpu="1500m", memory="1Gi", priority=5)
+    wanting = make_pod("p", cpu="1", memory="1Gi", priority=5)
+    assert place(wanting, []) == "a"  # the emptier node, without nominations
+    assert place(wanting, [big]) == "b"  # a's room is promised to `big`
+    low = make_pod("low", cpu="1500m", memory="1Gi", priority=1)
+    assert place(wanting, [low]) == "a"  # lower priority: does not hold room against p
+    itself = make_pod("p", cpu="1500m", memory="1Gi", priority=5)
+    assert place(wanting, [itself]) == "a"  # a pod's own nomination is not a rival
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_nominated_pods_make_a_full_cluster_fail_with_the_usual_message(batch: bool) -> None:
+    nodes = [node("a", cpu="1")]
+    fw = Framework.from_profile(Profile())
+    fw.handle.nominated["a"] = [PodInfo.of(make_pod("big", cpu="800m", priority=9))]
+    scheduler = Scheduler(fw, rng=random.Random(1), batch=batch)
+    with pytest.raises(FitError) as err:
+        scheduler.schedule_pod(
+            CycleState(), PodInfo.of(make_pod("p", cpu="500m")), ClusterSnapshot(nodes)
+        )
+    assert err.value.message() == "0/1 nodes are available: 1 Insufficient cpu."
