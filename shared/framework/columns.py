@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -84,6 +85,16 @@ class LabelColumn:
 
     def present(self) -> BoolArray:
         return self.codes != _ABSENT
+
+    def lookup(self, values: dict[str, int] | dict[str, float], default: float = 0) -> FloatArray:
+        """values[node's value] for every node; `default` where the node has no value
+        or its value is not in `values`."""
+        table = np.full(len(self.values) + 1, default, dtype=np.float64)
+        for value, amount in values.items():
+            code = self.code_of.get(value)
+            if code is not None:
+                table[code] = amount
+        return table[self.codes]  # code -1 reads the extra last entry
 
     def compare(self, bound: int, greater: bool) -> BoolArray:
         """Gt / Lt: values that parse as int64 and compare; others never match."""

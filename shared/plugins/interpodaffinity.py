@@ -30,6 +30,7 @@ from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.interface import (
     MAX_NODE_SCORE,
     BatchFilterPlugin,
+    BatchScorePlugin,
     ClusterEvent,
     ClusterEventWithHint,
     EnqueueExtensions,
@@ -368,6 +369,7 @@ class InterPodAffinity(
     PreFilterExtensions,
     FilterPlugin,
     BatchFilterPlugin,
+    BatchScorePlugin,
     PreScorePlugin,
     ScorePlugin,
     ScoreExtensions,
@@ -666,6 +668,29 @@ class InterPodAffinity(
             if key in labels:
                 total += values.get(labels[key], 0)
         return total, SUCCESS
+
+    def score_all(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
+    ) -> IntArray | None:
+        pre = state.read(PRE_SCORE_KEY)
+        if pre is None:
+            return None
+        total = np.zeros(nodes.n, dtype=np.float64)
+        for key, values in pre.topology_score.items():
+            total += nodes.label(key).lookup(values)
+        if len(total) and np.abs(total).max() >= 2**53:  # beyond exact float64 integers
+            return None
+        return total[rows].astype(np.int64)
+
+    def normalize_all(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        pre = state.read(PRE_SCORE_KEY)
+        if pre is None or not pre.topology_score or not len(scores):
+            return scores
+        low = int(scores.min())
+        spread = int(scores.max()) - low
+        if spread <= 0:
+            return np.zeros(len(scores), dtype=np.int64)
+        return (MAX_NODE_SCORE * ((scores - low) / spread)).astype(np.int64)
 
     def score_extensions(self) -> InterPodAffinity:
         return self

@@ -26,11 +26,12 @@ from shared.api.models import (
     TopologySpreadConstraint,
     describe_validation_error,
 )
-from shared.framework.columns import BoolArray, NodeColumns
+from shared.framework.columns import BoolArray, FloatArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.interface import (
     MAX_NODE_SCORE,
     BatchFilterPlugin,
+    BatchScorePlugin,
     ClusterEvent,
     ClusterEventWithHint,
     EnqueueExtensions,
@@ -70,6 +71,7 @@ SYSTEM_DEFAULT_CONSTRAINTS = (
 _MAX_INT32 = 2**31 - 1
 _PRE_FILTER = StateKey["PreFilterState"]("PreFilter" + NAME)
 _PRE_SCORE = StateKey["PreScoreState"]("PreScore" + NAME)
+_IGNORED_ROWS = StateKey[BoolArray]("BatchScoreIgnored" + NAME)
 
 
 # --- constraints ------------------------------------------------------------------
@@ -276,6 +278,7 @@ class PodTopologySpread(
     BatchFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
+    BatchScorePlugin,
     EnqueueExtensions,
 ):
     name = NAME
@@ -486,6 +489,47 @@ class PodTopologySpread(
                 count = s.counts[i].get(value, 0)
             total += count * s.weights[i] + (c.max_skew - 1)  # scoreForCount
         return go_round(total), SUCCESS
+
+    def score_all(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
+    ) -> IntArray | None:
+        s = state.read(_PRE_SCORE)
+        if s is None:
+            return None  # the per-node path reports the missing state
+        namespace = pod.pod.metadata.namespace
+        total = np.zeros(len(rows), dtype=np.float64)
+        for i, c in enumerate(s.constraints):
+            col = nodes.label(c.topology_key)
+            counts: FloatArray
+            if c.topology_key == LABEL_HOSTNAME:
+                key = ("PodTopologySpread", namespace, repr(c.selector))
+                counts = nodes.pod_counts(key, _pod_counter(c, namespace))[rows].astype(np.float64)
+            else:
+                counts = col.lookup(s.counts[i])[rows]
+            # Added in the per-node order: nodes without the key add nothing (x + 0.0 == x).
+            term = counts * s.weights[i] + (c.max_skew - 1)
+            total = total + np.where(col.present()[rows], term, 0.0)
+        scores = np.floor(total + 0.5).astype(np.int64)  # go_round of a non-negative total
+        ignored = np.zeros(len(rows), dtype=np.bool_)
+        if s.ignored:
+            ignored = nodes.name_mask(s.ignored)[rows]
+            scores[ignored] = 0
+        state.write(_IGNORED_ROWS, ignored)  # for normalize_all, which sees no names
+        return scores
+
+    def normalize_all(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        """normalize_score over the array score_all gave."""
+        ignored = state.read(_IGNORED_ROWS)
+        if ignored is None:
+            raise LookupError(_missing_pre_score_state().message())
+        counted = scores[~ignored]
+        low = int(counted.min()) if len(counted) else 0
+        high = int(counted.max()) if len(counted) else 0
+        if high == 0:
+            normalized = np.full(len(scores), MAX_NODE_SCORE, dtype=np.int64)
+        else:
+            normalized = MAX_NODE_SCORE * (high + low - scores) // high
+        return np.where(ignored, 0, normalized)
 
     def score_extensions(self) -> PodTopologySpread:
         return self
