@@ -59,23 +59,25 @@ async def settle(
     (the commits are then a prefix of the cache's serial order). Returns the commits."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    undecided = set(pod_keys)
+
+    def all_decided(t: PodTracker) -> bool:  # re-checks only the pods still undecided
+        undecided.difference_update([k for k in undecided if decided(t, k)])
+        return not undecided
+
     while True:
-        remaining = deadline - loop.time()
-        all_decided = await tracker.wait_until(
-            lambda t: all(decided(t, k) for k in pod_keys), max(remaining, 0)
-        )
-        if all_decided:
+        if await tracker.wait_until(all_decided, max(deadline - loop.time(), 0)):
             commits = await read_commits(redis, pod_keys)
             bound = {k: tracker.pods[k].node for k in pod_keys if tracker.pods[k].node}
             if bound == {k: c.node for k, c in commits.items()} and all(
                 c.confirmed for c in commits.values()
             ):
                 return commits
+            undecided = {k for k in pod_keys if not decided(tracker, k)}
         if loop.time() >= deadline:
-            undecided = [k for k in pod_keys if not decided(tracker, k)]
             raise TimeoutError(
                 f"not settled after {timeout:.0f} s: {len(undecided)} pods undecided "
-                f"(e.g. {undecided[:5]}), or the cache's commits differ from the bindings"
+                f"(e.g. {sorted(undecided)[:5]}), or the cache's commits differ from the bindings"
             )
         await asyncio.sleep(0.05)  # bindings and confirmations are on their way
 
@@ -85,16 +87,22 @@ def _scrape(port: int) -> str:
         return str(resp.read().decode())
 
 
+async def metric_total(ports: Iterable[int], family_name: str) -> dict[str, float]:
+    """The samples of a counter family summed over services' /metrics, by label values
+    ("" when the counter has no labels)."""
+    texts = await asyncio.gather(*(asyncio.to_thread(_scrape, p) for p in ports))
+    totals: dict[str, float] = {}
+    for text in texts:
+        for family in text_string_to_metric_families(text):
+            if family.name != family_name:
+                continue
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    label = ",".join(sample.labels.values())
+                    totals[label] = totals.get(label, 0.0) + sample.value
+    return totals
+
+
 async def assume_conflicts(worker_ports: Iterable[int]) -> int:
     """ksched_assume_conflicts_total summed over the workers' /metrics endpoints."""
-    texts = await asyncio.gather(*(asyncio.to_thread(_scrape, p) for p in worker_ports))
-    return int(
-        sum(
-            sample.value
-            for text in texts
-            for family in text_string_to_metric_families(text)
-            if family.name == CONFLICTS_METRIC
-            for sample in family.samples
-            if sample.name.endswith("_total")
-        )
-    )
+    return int(sum((await metric_total(worker_ports, CONFLICTS_METRIC)).values()))

@@ -11,10 +11,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from shared.cli.workload import HOSTNAME, ZONE, add_anti_affinity, add_spread
 from shared.framework.types import NodeInfo, PodInfo
 
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
+__all__ = ["HOSTNAME", "ZONE", "NodeBuilder", "PodBuilder", "make_node", "make_pod"]
 
 
 class PodBuilder:
@@ -75,24 +75,14 @@ class PodBuilder:
 
     def anti_affinity(self, key: str, value: str, topology_key: str = HOSTNAME) -> PodBuilder:
         """Required anti-affinity to pods labelled key=value in the pod's namespace."""
-        affinity = self._spec.setdefault("affinity", {})
-        anti = affinity.setdefault("podAntiAffinity", {})
-        terms = anti.setdefault("requiredDuringSchedulingIgnoredDuringExecution", [])
-        terms.append({"labelSelector": {"matchLabels": {key: value}}, "topologyKey": topology_key})
+        add_anti_affinity(self._obj, key, value, topology_key)
         return self
 
     def spread(
         self, max_skew: int, topology_key: str, key: str, value: str, *, hard: bool = True
     ) -> PodBuilder:
         """A topology spread constraint over pods labelled key=value."""
-        self._spec.setdefault("topologySpreadConstraints", []).append(
-            {
-                "maxSkew": max_skew,
-                "topologyKey": topology_key,
-                "whenUnsatisfiable": "DoNotSchedule" if hard else "ScheduleAnyway",
-                "labelSelector": {"matchLabels": {key: value}},
-            }
-        )
+        add_spread(self._obj, max_skew, topology_key, key, value, hard=hard)
         return self
 
     def obj(self) -> dict[str, Any]:
