@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
 from shared import keys
+from shared.api.podstatus import REASON_UNSCHEDULABLE
 from shared.client import PodTracker
 from shared.wire import unpack
 
@@ -46,9 +47,12 @@ async def read_commits(redis: aioredis.Redis, pod_keys: Collection[str]) -> dict
 
 
 def decided(tracker: PodTracker, key: str) -> bool:
-    """Bound, or reported unschedulable (PodScheduled=False with a reason)."""
+    """Bound, or reported unschedulable (PodScheduled=False, reason Unschedulable); a
+    SchedulerError (assume conflicts beyond the retries, ...) is retried: not decided."""
     view = tracker.pods.get(key)
-    return view is not None and not view.deleted and (bool(view.node) or view.scheduled == "False")
+    if view is None or view.deleted:
+        return False
+    return bool(view.node) or (view.scheduled == "False" and view.reason == REASON_UNSCHEDULABLE)
 
 
 async def settle(
@@ -87,9 +91,9 @@ def _scrape(port: int) -> str:
         return str(resp.read().decode())
 
 
-async def metric_total(ports: Iterable[int], family_name: str) -> dict[str, float]:
-    """The samples of a counter family summed over services' /metrics, by label values
-    ("" when the counter has no labels)."""
+async def metric_total(ports: Iterable[int], family_name: str, by: str = "") -> dict[str, float]:
+    """A counter summed over services' /metrics, per value of the label `by` (all under
+    "" when `by` is empty)."""
     texts = await asyncio.gather(*(asyncio.to_thread(_scrape, p) for p in ports))
     totals: dict[str, float] = {}
     for text in texts:
@@ -98,7 +102,7 @@ async def metric_total(ports: Iterable[int], family_name: str) -> dict[str, floa
                 continue
             for sample in family.samples:
                 if sample.name.endswith("_total"):
-                    label = ",".join(sample.labels.values())
+                    label = sample.labels.get(by, "") if by else ""
                     totals[label] = totals.get(label, 0.0) + sample.value
     return totals
 

@@ -39,6 +39,7 @@ from shared.invariants import audit
 from shared.observe import CONFLICTS_METRIC, metric_total, settle
 
 ASSUMED_METRIC = "ksched_assumed_pods"  # the cache's ksched_assumed_pods_total
+ATTEMPTS_METRIC = "scheduler_schedule_attempts"  # the workers', by result and profile
 
 
 @dataclass
@@ -52,6 +53,7 @@ class RunResult:
     conflicts: int
     assumes_tried: int  # at the cache: committed + refused
     conflicts_by_plugin: dict[str, int]
+    scheduler_errors: int  # attempts that ended in an error (conflicts beyond the retries)
     overcommitted_nodes: int
     violated_constraints: int
     double_bindings: int
@@ -98,23 +100,25 @@ class Session:
     def ports(self, service: str) -> list[int]:
         return [s.http_port for s in self.stack.services if s.name == service]
 
-    async def counters(self) -> tuple[int, dict[str, float], int]:
+    async def counters(self) -> tuple[int, dict[str, float], int, int]:
         worker = await metric_total(self.ports("worker"), CONFLICTS_METRIC)
-        cache = await metric_total(self.ports("cache"), CONFLICTS_METRIC)
+        cache = await metric_total(self.ports("cache"), CONFLICTS_METRIC, by="plugin")
         assumed = await metric_total(self.ports("cache"), ASSUMED_METRIC)
-        return int(sum(worker.values())), cache, int(sum(assumed.values()))
+        attempts = await metric_total(self.ports("worker"), ATTEMPTS_METRIC, by="result")
+        errors = int(attempts.get("error", 0))
+        return int(sum(worker.values())), cache, int(sum(assumed.values())), errors
 
     async def run(
         self, js: Any, name: str, pods: list[dict[str, Any]], timeout: float
     ) -> RunResult:
-        conflicts0, by_plugin0, assumed0 = await self.counters()
+        conflicts0, by_plugin0, assumed0, errors0 = await self.counters()
         pod_keys = [key(p) for p in pods]
         self.pods.update(zip(pod_keys, pods, strict=True))
         start = time.perf_counter()
         await publish_all(js, pods)
         await settle(self.tracker, self.redis, pod_keys, timeout)
         seconds = time.perf_counter() - start
-        conflicts1, by_plugin1, assumed1 = await self.counters()
+        conflicts1, by_plugin1, assumed1, errors1 = await self.counters()
         refused = int(sum(by_plugin1.values()) - sum(by_plugin0.values()))
         views = [self.tracker.pods[k] for k in pod_keys]
         bound_all = {k: v.node for k, v in self.tracker.pods.items() if v.node and k in self.pods}
@@ -133,6 +137,7 @@ class Session:
                 for plugin, n in sorted(by_plugin1.items())
                 if n - by_plugin0.get(plugin, 0)
             },
+            scheduler_errors=errors1 - errors0,
             overcommitted_nodes=len(report.overcommitted),
             violated_constraints=report.violated_constraints,
             double_bindings=sum(1 for v in self.tracker.pods.values() if v.bind_count > 1),
@@ -178,7 +183,8 @@ def _print_run(r: RunResult) -> None:
     print(
         f"  {r.workers} worker(s)  {r.run:<13} {r.pods:5d} pods  {r.seconds:6.2f} s  "
         f"{r.pods_per_s:6.0f} pods/s  conflicts {r.conflicts:4d} "
-        f"(rate {r.conflict_rate:6.2%}; {by_plugin})  bound {r.bound}  "
+        f"(rate {r.conflict_rate:6.2%}; {by_plugin})  scheduler errors {r.scheduler_errors}  "
+        f"bound {r.bound}  "
         f"unschedulable {r.unschedulable}  overcommitted nodes {r.overcommitted_nodes}  "
         f"violated constraints {r.violated_constraints}  double bindings {r.double_bindings}",
         flush=True,
