@@ -17,6 +17,7 @@ import asyncio
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from itertools import count
 from typing import Any
 
@@ -26,6 +27,7 @@ from nats.aio.client import Client as NATS
 
 from shared.cli.workload import ZONES, make_node, make_pod
 from shared.devstack import LocalStack, temporary_stack
+from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request
 from shared.snapshot import Snapshot
 from shared.subjects import CACHE_EVENTS
@@ -48,9 +50,15 @@ def _pod_upsert(name: str, node: str) -> dict[str, Any]:
 
 
 async def _send(nc: NATS, events: list[dict[str, Any]]) -> None:
+    """Apply `events` at the cache (it has written them to Redis when this returns).
+    Retried: /readyz answers before the cache subscribes, and the events are idempotent."""
     for start in range(0, len(events), EVENT_BATCH):
-        chunk = events[start : start + EVENT_BATCH]
-        await request(nc, CACHE_EVENTS, {"events": chunk}, timeout=120)
+        body = {"events": events[start : start + EVENT_BATCH]}
+        await retry_forever("send cache events", partial(_apply, nc, body), max_delay=0.5)
+
+
+async def _apply(nc: NATS, body: dict[str, Any]) -> None:
+    await request(nc, CACHE_EVENTS, body, timeout=120)
 
 
 def _stats(samples: list[float]) -> dict[str, float]:
