@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # docker compose v2 if present, else the v1 CLI
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-.PHONY: venv run test test-unit lint up down compose-smoke bench-cycle bench-queue clean
+.PHONY: venv run test test-unit lint up down compose-smoke bench-cycle bench-queue bench-scale clean
 
 venv: $(STAMP)
 
@@ -49,6 +49,10 @@ bench-cycle: venv
 ## Pop latency (1 pod, 64 pods) and throughput of the queue service over real NATS and Redis.
 bench-queue: venv
 	$(BIN)/ksched bench-queue
+
+## Pods/s, assume conflicts and invariant 3 with 1, 2 and 4 workers on 500 nodes; snapshot refresh cost.
+bench-scale: venv
+	$(BIN)/ksched bench-scale
 
 clean:
 	rm -rf $(VENV) .ksched-run .pytest_cache

@@ -13,7 +13,9 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -232,3 +234,30 @@ class LocalStack:
         for server in (self.redis, self.nats):
             if server is not None:
                 server.stop()
+
+
+@contextlib.contextmanager
+def temporary_stack(
+    prefix: str,
+    *,
+    services: Sequence[str] = SERVICES,
+    workers: int = 2,
+    binders: int = 2,
+    log_level: str = "warning",
+) -> Iterator[LocalStack]:
+    """Servers and `services` (workers and binders counted) started and ready in a
+    temporary directory, for benchmarks; all stopped and removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        stack = LocalStack(
+            Path(tmp), workers=workers, binders=binders, env={"KSCHED_LOG_LEVEL": log_level}
+        )
+        counts = {"worker": workers, "binder": binders}
+        try:
+            stack.start_servers()
+            for name in services:
+                for _ in range(counts.get(name, 1)):
+                    stack.start_service(name)
+            stack.wait_ready()
+            yield stack
+        finally:
+            stack.stop()

@@ -17,7 +17,8 @@ Pod states, as in the seed's cache walk-through:
 - Assume: a worker chose a node; the pod counts there at once (validated first).
 - FinishBinding: the binder wrote the binding; the expiry clock (ttl) starts.
 - Add: the watcher saw the pod bound; an assumed pod is confirmed (moved if it
-  landed elsewhere), an unknown one is added.
+  landed elsewhere), an unknown one is added. Update is Add again with a newer
+  version of a pod already added (the watch event does not tell them apart).
 - Forget: the binding failed; the assumption is dropped.
 - Expire: a finished binding never confirmed within ttl, or an assumption never
   finished within unbound_ttl (its worker and binder vanished), frees its room.
@@ -26,17 +27,18 @@ Pod states, as in the seed's cache walk-through:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shared.framework.cycle_state import CycleState
 from shared.framework.runtime import Framework
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code, Status
-from shared.framework.types import NodeInfo, PodInfo
+from shared.framework.types import ImageStateSummary, NodeInfo, PodInfo
 
 ASSUMED = "assumed"
 ADDED = "added"
+ASSUMED_POD_TTL = 30.0  # kube-scheduler's durationToExpireAssumedPod, in seconds
 
 
 @dataclass
@@ -49,6 +51,10 @@ class PodState:
     seq: int = 0
     binding_finished: bool = False
     deadline: float | None = None  # expiry of an assumed pod
+    # The cache generation at which the pod was placed on `node` (assumed, or added
+    # without an assumption); confirmations and updates keep it. Sorting by it gives
+    # the serial order in which the cache committed the placements.
+    placed_at: int = 0
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -60,6 +66,7 @@ class PodState:
             "seq": self.seq,
             "finished": self.binding_finished,
             "deadline": self.deadline,
+            "placed_at": self.placed_at,
         }
 
     @classmethod
@@ -73,7 +80,17 @@ class PodState:
             rec["seq"],
             rec["finished"],
             rec["deadline"],
+            rec.get("placed_at", 0),
         )
+
+
+@dataclass
+class ImageState:
+    """An image some nodes have (kube's imageState): the size the first node reporting
+    it gave, and the nodes that have it."""
+
+    size: int
+    nodes: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -84,13 +101,18 @@ class AssumeResult:
 
 class Cache:
     def __init__(
-        self, clock: Callable[[], float], *, ttl: float = 30.0, unbound_ttl: float = 300.0
+        self,
+        clock: Callable[[], float],
+        *,
+        ttl: float = ASSUMED_POD_TTL,
+        unbound_ttl: float = 300.0,
     ) -> None:
         self.clock = clock
         self.ttl = ttl
         self.unbound_ttl = unbound_ttl
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodState] = {}
+        self.image_states: dict[str, ImageState] = {}
         self.generation = 0
         self.dirty_nodes: set[str] = set()
         self.dirty_pods: set[str] = set()
@@ -105,7 +127,9 @@ class Cache:
             self._cluster = None
         info = info or NodeInfo(name)
         self.nodes[name] = info
+        self._remove_node_images(info)
         info.set_node(raw_node)
+        self._add_node_images(info)
         self._touch(info)
 
     def remove_node(self, name: str) -> None:
@@ -113,6 +137,7 @@ class Cache:
         info = self.nodes.get(name)
         if info is None:
             return
+        self._remove_node_images(info)
         info.set_node(None)
         self._cluster = None
         if not info.pods:
@@ -124,6 +149,32 @@ class Cache:
 
     def schedulable_nodes(self) -> list[NodeInfo]:
         return [n for n in self.nodes.values() if n.raw_node is not None]
+
+    def image_states_of(self, node_name: str) -> dict[str, ImageStateSummary]:
+        """The node's images with their size and how many nodes have them (what
+        kube's snapshot gives ImageLocality)."""
+        info = self.nodes.get(node_name)
+        if info is None or info.raw_node is None:
+            return {}
+        states = {name: self.image_states[name] for name in _image_names(info)}
+        return {name: ImageStateSummary(s.size, len(s.nodes)) for name, s in states.items()}
+
+    def _add_node_images(self, info: NodeInfo) -> None:
+        if info.raw_node is None:
+            return
+        for image in info.node.status.images:
+            for name in image.names:
+                state = self.image_states.setdefault(name, ImageState(image.size_bytes))
+                state.nodes.add(info.name)
+
+    def _remove_node_images(self, info: NodeInfo) -> None:
+        for name in _image_names(info):
+            state = self.image_states.get(name)
+            if state is None:
+                continue
+            state.nodes.discard(info.name)
+            if not state.nodes:
+                del self.image_states[name]
 
     # --- pods -------------------------------------------------------------------
 
@@ -193,11 +244,14 @@ class Cache:
     def add_pod(self, key: str, uid: str, node: str, pod: PodInfo, seq: int) -> None:
         """The watcher saw the pod bound to `node` (or an update of a bound pod)."""
         current = self.pods.get(key)
+        state = PodState(key, uid, node, ADDED, pod, seq)
         if current is not None:
             if current.state == ADDED and seq <= current.seq:
                 return  # replayed or stale event
             self._remove(current)
-        self._place(PodState(key, uid, node, ADDED, pod, seq))
+            if current.node == node:  # confirmed or updated in place: same placement
+                state.placed_at = current.placed_at
+        self._place(state)
 
     def remove_pod(self, key: str) -> bool:
         """Returns whether the pod held room on a node (its removal may unblock others)."""
@@ -247,6 +301,8 @@ class Cache:
         self.pods[state.key] = state
         self.dirty_pods.add(state.key)
         self._touch(info)
+        if not state.placed_at:
+            state.placed_at = self.generation
 
     def _remove(self, state: PodState) -> None:
         del self.pods[state.key]
@@ -269,6 +325,12 @@ class Cache:
         self.generation += 1
         info.generation = self.generation
         self.dirty_nodes.add(info.name)
+
+
+def _image_names(info: NodeInfo) -> set[str]:
+    if info.raw_node is None:
+        return set()
+    return {name for image in info.node.status.images for name in image.names}
 
 
 def _conflict(reason: str) -> Status:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import Counter, Gauge
 
-from services.cache.cache import ASSUMED, Cache, PodState
+from services.cache.cache import ASSUMED, ASSUMED_POD_TTL, Cache, PodState
 from shared import keys
 from shared.framework.runtime import Framework
 from shared.framework.types import PodInfo
@@ -30,10 +32,28 @@ from shared.wire import pack, unpack
 log = logging.getLogger("ksched.cache")
 
 
+def assumed_pod_ttl(env: Mapping[str, str]) -> float:
+    """Seconds a finished binding may stay unconfirmed before its pod expires
+    (KSCHED_CACHE_ASSUMED_POD_TTL_SECONDS)."""
+    raw = env.get("KSCHED_CACHE_ASSUMED_POD_TTL_SECONDS", "")
+    if not raw:
+        return ASSUMED_POD_TTL
+    try:
+        ttl = float(raw)
+    except ValueError:
+        ttl = -1.0
+    if not ttl > 0:
+        raise ValueError(
+            f"KSCHED_CACHE_ASSUMED_POD_TTL_SECONDS must be a positive number, got {raw!r}"
+        )
+    return ttl
+
+
 class CacheService:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self.cache = Cache(time.time)
+        self.ttl = assumed_pod_ttl(os.environ)
+        self.cache = Cache(time.time, ttl=self.ttl)
         self.frameworks: dict[str, Framework] = {
             p.scheduler_name: Framework.from_profile(p) for p in rt.config.profiles
         }
@@ -128,7 +148,7 @@ class CacheService:
         raw_nodes = await redis.hgetall(keys.CACHE_NODES)
         raw_pods = await redis.hgetall(keys.CACHE_PODS)
         generation = int(await redis.get(keys.CACHE_GENERATION) or 0)
-        self.cache = Cache(time.time)
+        self.cache = Cache(time.time, ttl=self.ttl)
         self.cache.restore(
             [unpack(v) for v in raw_nodes.values()],
             [PodState.from_record(unpack(v)) for v in raw_pods.values()],

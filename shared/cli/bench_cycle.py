@@ -17,7 +17,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from shared.cli.workload import ZONES, make_node, make_pod
+from shared.cli.workload import (
+    HOSTNAME,
+    ZONE,
+    ZONES,
+    add_anti_affinity,
+    add_spread,
+    make_node,
+    make_pod,
+)
 from shared.config import Profile
 from shared.framework.cycle_state import CycleState
 from shared.framework.runtime import Framework
@@ -44,30 +52,12 @@ def default_pod(i: int) -> dict[str, Any]:
 
 def anti_affinity_pod(i: int) -> dict[str, Any]:
     pod = make_pod(f"anti-{i}", labels={"color": "green"})
-    pod["spec"]["affinity"] = {
-        "podAntiAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "labelSelector": {"matchLabels": {"color": "green"}},
-                    "topologyKey": "kubernetes.io/hostname",
-                }
-            ]
-        }
-    }
-    return pod
+    return add_anti_affinity(pod, "color", "green", HOSTNAME)
 
 
 def spread_pod(i: int) -> dict[str, Any]:
     pod = make_pod(f"spread-{i}", labels={"app": "spread"})
-    pod["spec"]["topologySpreadConstraints"] = [
-        {
-            "maxSkew": 5,
-            "topologyKey": "topology.kubernetes.io/zone",
-            "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": {"app": "spread"}},
-        }
-    ]
-    return pod
+    return add_spread(pod, 5, ZONE, "app", "spread")
 
 
 def node_affinity_pod(i: int) -> dict[str, Any]:
@@ -79,7 +69,7 @@ def node_affinity_pod(i: int) -> dict[str, Any]:
                     {
                         "matchExpressions": [
                             {
-                                "key": "topology.kubernetes.io/zone",
+                                "key": ZONE,
                                 "operator": "In",
                                 "values": ["zone-a", "zone-b"],
                             }

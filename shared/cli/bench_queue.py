@@ -15,16 +15,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import nats
 from nats.aio.client import Client as NATS
 
 from shared.cli.workload import make_pod
-from shared.devstack import LocalStack
+from shared.devstack import LocalStack, temporary_stack
 from shared.runtime.rpc import request
 from shared.subjects import QUEUE_EVENTS, QUEUE_POP, QUEUE_REPORT
 
@@ -152,15 +150,8 @@ def _print(results: dict[str, Any]) -> None:
 
 
 def run_bench_queue(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="ksched-bench-queue-") as tmp:
-        stack = LocalStack(Path(tmp), env={"KSCHED_LOG_LEVEL": "warning"})
-        try:
-            stack.start_servers()
-            stack.start_service("queue")
-            stack.wait_ready()
-            results = asyncio.run(_measure(stack, args))
-        finally:
-            stack.stop()
+    with temporary_stack("ksched-bench-queue-", services=["queue"]) as stack:
+        results = asyncio.run(_measure(stack, args))
     if args.json:
         print(json.dumps(results, indent=2))
     else:

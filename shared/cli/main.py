@@ -47,6 +47,25 @@ def main(argv: list[str] | None = None) -> int:
     bq.add_argument("--poppers", type=int, default=4, help="concurrent long-polling poppers")
     bq.add_argument("--json", action="store_true")
 
+    bs = sub.add_parser(
+        "bench-scale",
+        help="pods/s, assume conflicts and invariant 3 with 1, 2 and 4 workers; refresh cost",
+    )
+    bs.add_argument("--nodes", type=int, default=500)
+    bs.add_argument("--pods", type=int, default=5000, help="default pods (100m, 500Mi)")
+    bs.add_argument("--anti-pods", type=int, default=1000, help="hostname anti-affinity pods")
+    bs.add_argument("--anti-group", type=int, default=500, help="pods per anti-affinity group")
+    bs.add_argument("--spread-pods", type=int, default=1000, help="zone spread pods, maxSkew 1")
+    bs.add_argument("--spread-group", type=int, default=250, help="pods per spread group")
+    bs.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    bs.add_argument("--binders", type=int, default=2)
+    bs.add_argument("--timeout", type=float, default=600, help="seconds a run may take")
+    bs.add_argument("--refresh-nodes", type=int, nargs="+", default=[500, 5000])
+    bs.add_argument("--refresh-pods", type=int, default=10, help="pods per node for refresh")
+    bs.add_argument("--skip-runs", action="store_true", help="only the refresh cost")
+    bs.add_argument("--skip-refresh", action="store_true", help="only the scheduling runs")
+    bs.add_argument("--json", action="store_true")
+
     args = parser.parse_args(argv)
     if args.command == "demo":
         from shared.cli.demo import run_demo
@@ -60,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         from shared.cli.bench_queue import run_bench_queue
 
         return run_bench_queue(args)
+    if args.command == "bench-scale":
+        from shared.cli.bench_scale import run_bench_scale
+
+        return run_bench_scale(args)
     if args.command == "simulate":
         from shared.cli.simulate import run_simulate
 

@@ -6,6 +6,8 @@ import random
 from typing import Any
 
 ZONES = ("zone-a", "zone-b", "zone-c")
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
 
 
 def make_node(
@@ -16,10 +18,7 @@ def make_node(
         "kind": "Node",
         "metadata": {
             "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "topology.kubernetes.io/zone": zone,
-            },
+            "labels": {HOSTNAME: name, ZONE: zone},
         },
         "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": str(pods)}},
     }
@@ -56,6 +55,38 @@ def make_pod(
         },
         "spec": spec,
     }
+
+
+def add_anti_affinity(
+    pod: dict[str, Any], key: str, value: str, topology_key: str = HOSTNAME
+) -> dict[str, Any]:
+    """Add a required anti-affinity term to pods labelled key=value (same namespace)."""
+    affinity = pod["spec"].setdefault("affinity", {})
+    anti = affinity.setdefault("podAntiAffinity", {})
+    terms = anti.setdefault("requiredDuringSchedulingIgnoredDuringExecution", [])
+    terms.append({"labelSelector": {"matchLabels": {key: value}}, "topologyKey": topology_key})
+    return pod
+
+
+def add_spread(
+    pod: dict[str, Any],
+    max_skew: int,
+    topology_key: str,
+    key: str,
+    value: str,
+    *,
+    hard: bool = True,
+) -> dict[str, Any]:
+    """Add a topology spread constraint over pods labelled key=value."""
+    pod["spec"].setdefault("topologySpreadConstraints", []).append(
+        {
+            "maxSkew": max_skew,
+            "topologyKey": topology_key,
+            "whenUnsatisfiable": "DoNotSchedule" if hard else "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {key: value}},
+        }
+    )
+    return pod
 
 
 # (share of pods, cpu, memory): most pods are small; a few cannot fit on any node.

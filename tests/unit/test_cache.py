@@ -9,19 +9,7 @@ from shared.cli.workload import make_node, make_pod
 from shared.config import Profile
 from shared.framework.runtime import Framework
 from shared.framework.types import PodInfo
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
+from tests.unit.conftest import Clock
 
 
 @pytest.fixture

@@ -1,0 +1,132 @@
+"""Fluent builders for the Pod and Node objects tests publish or feed to the cache.
+
+    make_pod("a").req(cpu="100m", memory="500").host_port(80).anti_affinity("app", "web")
+    make_node("n1").capacity(cpu="4", memory="8Gi", pods=10).zone("zone-a").image("nginx", 10)
+
+They build the Kubernetes JSON shape (camelCase), as users publish it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from shared.cli.workload import HOSTNAME, ZONE, add_anti_affinity, add_spread
+from shared.framework.types import NodeInfo, PodInfo
+
+__all__ = ["HOSTNAME", "ZONE", "NodeBuilder", "PodBuilder", "make_node", "make_pod"]
+
+
+class PodBuilder:
+    def __init__(self, name: str, namespace: str = "default") -> None:
+        self._obj: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": f"uid-{namespace}-{name}",
+                "labels": {},
+            },
+            "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9"}]},
+        }
+
+    @property
+    def _spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = self._obj["spec"]
+        return spec
+
+    @property
+    def _container(self) -> dict[str, Any]:
+        container: dict[str, Any] = self._spec["containers"][0]
+        return container
+
+    def uid(self, uid: str) -> PodBuilder:
+        self._obj["metadata"]["uid"] = uid
+        return self
+
+    def label(self, key: str, value: str) -> PodBuilder:
+        self._obj["metadata"]["labels"][key] = value
+        return self
+
+    def req(self, **requests: str) -> PodBuilder:
+        """Container requests; `example_com_foo="3"` names the resource example.com/foo."""
+        resources = self._container.setdefault("resources", {}).setdefault("requests", {})
+        for name, quantity in requests.items():
+            resources[name.replace("_com_", ".com/").replace("_", "-")] = quantity
+        return self
+
+    def host_port(self, port: int, host_ip: str = "", protocol: str = "") -> PodBuilder:
+        entry: dict[str, Any] = {"containerPort": port, "hostPort": port}
+        if host_ip:
+            entry["hostIP"] = host_ip
+        if protocol:
+            entry["protocol"] = protocol
+        self._container.setdefault("ports", []).append(entry)
+        return self
+
+    def image(self, name: str) -> PodBuilder:
+        self._container["image"] = name
+        return self
+
+    def node(self, name: str) -> PodBuilder:
+        self._spec["nodeName"] = name
+        return self
+
+    def anti_affinity(self, key: str, value: str, topology_key: str = HOSTNAME) -> PodBuilder:
+        """Required anti-affinity to pods labelled key=value in the pod's namespace."""
+        add_anti_affinity(self._obj, key, value, topology_key)
+        return self
+
+    def spread(
+        self, max_skew: int, topology_key: str, key: str, value: str, *, hard: bool = True
+    ) -> PodBuilder:
+        """A topology spread constraint over pods labelled key=value."""
+        add_spread(self._obj, max_skew, topology_key, key, value, hard=hard)
+        return self
+
+    def obj(self) -> dict[str, Any]:
+        return copy.deepcopy(self._obj)
+
+    def info(self, version: int = 0) -> PodInfo:
+        return PodInfo.of(self.obj(), version)
+
+
+class NodeBuilder:
+    def __init__(self, name: str) -> None:
+        self._obj: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {HOSTNAME: name}},
+            "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
+        }
+
+    def capacity(self, **resources: str | int) -> NodeBuilder:
+        capacity = self._obj["status"]["capacity"]
+        for name, quantity in resources.items():
+            capacity[name.replace("_com_", ".com/").replace("_", "-")] = str(quantity)
+        return self
+
+    def zone(self, zone: str) -> NodeBuilder:
+        self._obj["metadata"]["labels"][ZONE] = zone
+        return self
+
+    def image(self, name: str, size: int) -> NodeBuilder:
+        self._obj["status"].setdefault("images", []).append({"names": [name], "sizeBytes": size})
+        return self
+
+    def obj(self) -> dict[str, Any]:
+        return copy.deepcopy(self._obj)
+
+    def info(self) -> NodeInfo:
+        info = NodeInfo(self._obj["metadata"]["name"])
+        info.set_node(self.obj())
+        return info
+
+
+def make_pod(name: str, namespace: str = "default") -> PodBuilder:
+    return PodBuilder(name, namespace)
+
+
+def make_node(name: str) -> NodeBuilder:
+    return NodeBuilder(name)
