@@ -7,6 +7,7 @@ headNode/generation idea), in one Redis round trip.
 
 from __future__ import annotations
 
+import time
 from importlib.resources import files
 
 import redis.asyncio as aioredis
@@ -17,6 +18,10 @@ from shared.framework.node_tree import node_tree_order, zone_key
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import NodeInfo, PodInfo
 from shared.wire import unpack
+
+# A committed pod shows in its node's record within one refresh; an assumption left
+# longer (its pod bound and deleted in between, say) is dropped rather than kept forever.
+PENDING_TTL = 10.0
 
 _DELTA_LUA = files("shared.lua").joinpath("snapshot_delta.lua").read_text()
 
@@ -35,6 +40,9 @@ class Snapshot:
         self._position: dict[str, int] = {}
         self._columns: NodeColumns | None = None
         self._cluster: ClusterSnapshot | None = None
+        # Pods assumed here and not yet seen in the cache's records: key -> (pod, node,
+        # when). A refresh racing another lane's commit must not drop them.
+        self._pending: dict[str, tuple[PodInfo, str, float]] = {}
 
     async def refresh(self) -> int:
         """Apply every change since the last refresh; returns how many nodes changed."""
@@ -79,14 +87,31 @@ class Snapshot:
             self._list = None
             self._columns = None
             self._cluster = None
-            return
-        for info in replaced:
-            self._list[self._position[info.name]] = info
-            if self._cluster is not None:
-                if not self._cluster.replace_node(info):  # its columns are ours
-                    self._cluster = self._columns = None
-            elif self._columns is not None:
-                self._columns.replace(info)
+        else:
+            for info in replaced:
+                self._list[self._position[info.name]] = info
+                if self._cluster is not None:
+                    if not self._cluster.replace_node(info):  # its columns are ours
+                        self._cluster = self._columns = None
+                elif self._columns is not None:
+                    self._columns.replace(info)
+        self._reapply_pending({name for name, _ in changed})
+
+    def _reapply_pending(self, changed: set[str]) -> None:
+        """A node read from Redis lacks the pods this worker assumed on it but the cache
+        has not committed yet (another lane's batch in flight): put them back, so that
+        the lane's next pods still see them. A pod the record shows is committed."""
+        now = time.monotonic()
+        for key, (pod, node, since) in list(self._pending.items()):
+            info = self.nodes.get(node)
+            if info is None or now - since > PENDING_TTL:
+                del self._pending[key]
+            elif node not in changed:
+                continue
+            elif key in info.pods:
+                del self._pending[key]  # committed, and now in the cache's record
+            else:
+                self._add_local(pod, node)
 
     def _decode(self, name: str, record: bytes | str, old: NodeInfo | None) -> NodeInfo:
         return NodeInfo.from_record(unpack(record), old.pods if old is not None else None)
@@ -106,7 +131,12 @@ class Snapshot:
         return self._cluster
 
     def assume(self, pod: PodInfo, node_name: str) -> None:
-        """Count `pod` on the node locally, so that later pods of the batch see it."""
+        """Count `pod` on the node locally, so that later pods (of this batch and of the
+        other lanes) see it, until the cache's record of the node shows it or `forget`."""
+        self._pending[pod.key] = (pod, node_name, time.monotonic())
+        self._add_local(pod, node_name)
+
+    def _add_local(self, pod: PodInfo, node_name: str) -> None:
         if self._cluster is not None:
             self._cluster.add_pod(pod, node_name)
             return
@@ -115,6 +145,8 @@ class Snapshot:
             self._columns.update(node_name)
 
     def forget(self, pod: PodInfo, node_name: str) -> None:
+        """Drop a local assumption the cache refused (or that will not bind)."""
+        self._pending.pop(pod.key, None)
         node = self.nodes.get(node_name)
         if node is None or not node.remove_pod(pod.key):
             return

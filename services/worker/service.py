@@ -99,6 +99,7 @@ class Worker:
         )
 
     async def run(self) -> None:
+        self.rt.serving.set()  # it only asks others: it serves as soon as it runs
         await asyncio.gather(*(self._lane() for _ in range(LANES)))
 
     async def shutdown(self) -> None:
@@ -201,6 +202,8 @@ class Worker:
                 )
         committed, rejected = self._permit(committed)
         if rejected:  # they were committed: give their room back
+            for a, _ in rejected:
+                self.snapshot.forget(a.pod, a.node)
             body = {"forget": [[a.pod.key, a.qp["uid"]] for a, _ in rejected]}
             await retry_forever("forget at cache", lambda: request(self.rt.nc, CACHE_BINDING, body))
         failed.extend(rejected)

@@ -1,0 +1,94 @@
+"""The worker's snapshot against a real Redis: a refresh that races another lane's
+uncommitted local assumption keeps it (it was dropped before, costing conflicts)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from shared import keys
+from shared.cli.workload import make_node, make_pod
+from shared.devstack import Server, start_redis
+from shared.framework.types import NodeInfo, PodInfo
+from shared.snapshot import Snapshot
+from shared.wire import pack
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[Server]:
+    server = start_redis(tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def redis(redis_server: Server) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis(port=redis_server.port)
+    yield client
+    await client.aclose()
+
+
+async def write_node(redis: aioredis.Redis, info: NodeInfo, generation: int) -> None:
+    """What the cache service writes for a changed node."""
+    info.generation = generation
+    await redis.hset(keys.CACHE_NODEINFO, info.name, pack(info.to_record()))
+    await redis.zadd(keys.CACHE_GENERATIONS, {info.name: generation})
+
+
+def node(name: str, *pods: PodInfo) -> NodeInfo:
+    info = NodeInfo(name)
+    info.set_node(make_node(name, cpu="4"))
+    for pod in pods:
+        info.add_pod(pod)
+    return info
+
+
+async def test_a_racing_refresh_keeps_uncommitted_local_assumptions(
+    redis: aioredis.Redis,
+) -> None:
+    committed = PodInfo.of(make_pod("committed", cpu="1"), 1)
+    local = PodInfo.of(make_pod("local", cpu="1"), 2)
+    await write_node(redis, node("n1"), 1)
+    snapshot = Snapshot(redis)
+    await snapshot.refresh()
+    snapshot.cluster()
+    # Another worker's pod lands on n1 in the cache while this worker's lane A has
+    # assumed `local` on n1 locally, not yet committed.
+    await write_node(redis, node("n1", committed), 2)
+
+    async def lane_a() -> None:
+        await asyncio.sleep(0)  # lane B's refresh is in flight
+        snapshot.assume(local, "n1")
+
+    await asyncio.gather(snapshot.refresh(), lane_a())
+    pods = snapshot.nodes["n1"].pods
+    assert set(pods) == {committed.key, local.key}
+    columns = snapshot.cluster().columns
+    assert columns.requested("cpu")[columns.index["n1"]] == 2000
+
+    # Once the cache's record shows the pod, it is no longer carried locally ...
+    await write_node(redis, node("n1", committed, local), 3)
+    await snapshot.refresh()
+    assert set(snapshot.nodes["n1"].pods) == {committed.key, local.key}
+    # ... so a later record without it (the pod deleted) is believed.
+    await write_node(redis, node("n1", committed), 4)
+    await snapshot.refresh()
+    assert set(snapshot.nodes["n1"].pods) == {committed.key}
+
+
+async def test_a_forgotten_assumption_is_not_put_back(redis: aioredis.Redis) -> None:
+    local = PodInfo.of(make_pod("local", cpu="1"), 2)
+    await write_node(redis, node("n1"), 1)
+    snapshot = Snapshot(redis)
+    await snapshot.refresh()
+    snapshot.assume(local, "n1")
+    snapshot.forget(local, "n1")  # the cache refused it
+    await write_node(redis, node("n1"), 2)
+    await snapshot.refresh()
+    assert snapshot.nodes["n1"].pods == {}
