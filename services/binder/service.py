@@ -69,6 +69,7 @@ class Binder:
                 max_ack_pending=20_000,
             ),
         )
+        self.rt.serving.set()
         await consume_batches(psub, self.handle_batch, self.stopping, batch=BATCH)
 
     async def shutdown(self) -> None:

@@ -76,6 +76,7 @@ class CacheService:
         await serve(nc, CACHE_EVENTS, self.on_events, queue=CACHE_GROUP)
         await serve(nc, CACHE_ASSUME, self.on_assume, queue=CACHE_GROUP)
         await serve(nc, CACHE_BINDING, self.on_binding, queue=CACHE_GROUP)
+        self.rt.serving.set()
         while not self.stopping.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), 1)

@@ -119,6 +119,7 @@ class QueueService:
         await serve(nc, QUEUE_REPORT, self.on_report, queue=QUEUE_GROUP, concurrent=False)
         await serve(nc, QUEUE_POP, self.on_pop, queue=QUEUE_GROUP)
         await serve(nc, QUEUE_NOMINATED, self.on_nominated, queue=QUEUE_GROUP)
+        self.rt.serving.set()
         last_leftover_flush = time.monotonic()
         while not self.stopping.is_set():
             with contextlib.suppress(asyncio.TimeoutError):

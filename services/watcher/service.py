@@ -65,6 +65,7 @@ class Watcher:
                 max_ack_pending=20_000,
             ),
         )
+        self.rt.serving.set()
         await consume_batches(psub, self.handle_batch, self.stopping, batch=BATCH)
 
     async def handle_batch(self, msgs: list[Msg]) -> None:

@@ -37,6 +37,9 @@ class Runtime:
         self.nc: NATS = NATS()
         self.js: JetStreamContext
         self.redis: aioredis.Redis = connect_redis(settings.redis_url)
+        # Set by the service's logic once it listens (subscriptions, consumers): before
+        # that, a request to it would find no responder, so /readyz says not ready.
+        self.serving = asyncio.Event()
         self.http = HealthServer(
             host=settings.http_host,
             port=settings.http_port,
@@ -53,6 +56,8 @@ class Runtime:
         await retry_forever("ensure streams", lambda: ensure_streams(self.js))
 
     async def ready(self) -> tuple[bool, str]:
+        if not self.serving.is_set():
+            return False, "starting: not serving yet"
         if not self.nc.is_connected:
             return False, "nats: not connected"
         try:
