@@ -50,6 +50,17 @@ LANES = 2  # batches in flight per worker: one computes while another waits on I
 BATCH = 64
 POP_WAIT_MS = 1000
 MAX_CONFLICT_RETRIES = 3
+# A batch should be reported well within the queue's in-flight lease (15 s by default):
+# past it the queue hands the pods out again and the redone work makes things worse.
+BATCH_SECONDS = 3.0
+
+
+def batch_size(per_pod_seconds: float) -> int:
+    """How many pods to pop so that a batch takes about BATCH_SECONDS at the recent pace
+    (wall time per pod, which grows when lanes and services share the cores)."""
+    if per_pod_seconds <= 0:
+        return BATCH
+    return max(1, min(BATCH, int(BATCH_SECONDS / per_pod_seconds)))
 
 
 @dataclass
@@ -79,6 +90,7 @@ class Worker:
             for p in rt.config.profiles
         }
         self.nominated_version = 0
+        self.per_pod_seconds = 0.0  # recent wall time per pod, smoothed
         self.stopping = asyncio.Event()
         reg = rt.registry
         self.attempts = Counter(
@@ -111,7 +123,7 @@ class Worker:
                 reply = await request(
                     self.rt.nc,
                     QUEUE_POP,
-                    {"max": BATCH, "wait_ms": POP_WAIT_MS},
+                    {"max": batch_size(self.per_pod_seconds), "wait_ms": POP_WAIT_MS},
                     timeout=POP_WAIT_MS / 1000 + 5,
                 )
             except Exception as err:
@@ -159,6 +171,9 @@ class Worker:
         reports.extend(failures)
         await retry_forever("report to queue", lambda: self._report(reports), max_delay=1.0)
         per_pod = (time.perf_counter() - start) / max(len(queued), 1)
+        self.per_pod_seconds = (
+            per_pod if not self.per_pod_seconds else 0.7 * self.per_pod_seconds + 0.3 * per_pod
+        )
         for rep in reports:
             self.duration.labels(rep["outcome"], "").observe(per_pod)
 
