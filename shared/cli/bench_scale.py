@@ -37,6 +37,7 @@ from shared.client import PodTracker, publish_all
 from shared.devstack import LocalStack, temporary_stack
 from shared.invariants import audit
 from shared.observe import CONFLICTS_METRIC, metric_total, settle
+from shared.perf import SAMPLE_INTERVAL, ThroughputCollector
 
 ASSUMED_METRIC = "ksched_assumed_pods"  # the cache's ksched_assumed_pods_total
 ATTEMPTS_METRIC = "scheduler_schedule_attempts"  # the workers', by result and profile
@@ -58,6 +59,8 @@ class RunResult:
     violated_constraints: int
     double_bindings: int
     violations: list[str] = field(default_factory=list)
+    # scheduler_perf's SchedulingThroughput over the run (empty for runs under 2 s).
+    throughput: dict[str, float] = field(default_factory=dict)
 
     @property
     def pods_per_s(self) -> float:
@@ -108,6 +111,14 @@ class Session:
         errors = int(attempts.get("error", 0))
         return int(sum(worker.values())), cache, int(sum(assumed.values())), errors
 
+    async def _sample(self, collector: ThroughputCollector, pod_keys: list[str]) -> None:
+        """Every second, how many of the run's pods are bound (scheduler_perf's way)."""
+        while True:
+            await asyncio.sleep(SAMPLE_INTERVAL)
+            pods = self.tracker.pods
+            bound = sum(1 for k in pod_keys if k in pods and pods[k].node)
+            collector.sample(time.perf_counter(), bound)
+
     async def run(
         self, js: Any, name: str, pods: list[dict[str, Any]], timeout: float
     ) -> RunResult:
@@ -115,8 +126,13 @@ class Session:
         pod_keys = [key(p) for p in pods]
         self.pods.update(zip(pod_keys, pods, strict=True))
         start = time.perf_counter()
-        await publish_all(js, pods)
-        await settle(self.tracker, self.redis, pod_keys, timeout)
+        collector = ThroughputCollector()
+        sampling = asyncio.create_task(self._sample(collector, pod_keys))
+        try:
+            await publish_all(js, pods)
+            await settle(self.tracker, self.redis, pod_keys, timeout)
+        finally:
+            sampling.cancel()
         seconds = time.perf_counter() - start
         conflicts1, by_plugin1, assumed1, errors1 = await self.counters()
         refused = int(sum(by_plugin1.values()) - sum(by_plugin0.values()))
@@ -142,6 +158,7 @@ class Session:
             violated_constraints=report.violated_constraints,
             double_bindings=sum(1 for v in self.tracker.pods.values() if v.bind_count > 1),
             violations=report.lines()[:10],
+            throughput=collector.summary(),
         )
 
 
@@ -178,11 +195,20 @@ async def _measure(stack: LocalStack, args: argparse.Namespace) -> list[RunResul
         await nc.close()
 
 
+def _throughput(summary: dict[str, float]) -> str:
+    if not summary:
+        return "SchedulingThroughput -"
+    return (
+        f"SchedulingThroughput avg {summary['Average']:.0f} p50 {summary['Perc50']:.0f} "
+        f"p90 {summary['Perc90']:.0f} p99 {summary['Perc99']:.0f}"
+    )
+
+
 def _print_run(r: RunResult) -> None:
     by_plugin = ", ".join(f"{p} {n}" for p, n in r.conflicts_by_plugin.items()) or "none"
     print(
         f"  {r.workers} worker(s)  {r.run:<13} {r.pods:5d} pods  {r.seconds:6.2f} s  "
-        f"{r.pods_per_s:6.0f} pods/s  conflicts {r.conflicts:4d} "
+        f"{r.pods_per_s:6.0f} pods/s  {_throughput(r.throughput)}  conflicts {r.conflicts:4d} "
         f"(rate {r.conflict_rate:6.2%}; {by_plugin})  scheduler errors {r.scheduler_errors}  "
         f"bound {r.bound}  "
         f"unschedulable {r.unschedulable}  overcommitted nodes {r.overcommitted_nodes}  "
