@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # docker compose v2 if present, else the v1 CLI
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-.PHONY: venv run test test-unit lint up down compose-smoke bench-cycle bench-queue bench-scale clean
+.PHONY: venv run test test-unit lint up down compose-smoke bench-cycle bench-queue bench-scale bench-baseline clean
 
 venv: $(STAMP)
 
@@ -51,6 +51,10 @@ bench-queue: venv
 	$(BIN)/ksched bench-queue
 
 ## Pods/s, assume conflicts and invariant 3 with 1, 2 and 4 workers on 500 nodes; snapshot refresh cost.
+## SchedulingBasic in one process (no NATS, no Redis): what distribution costs.
+bench-baseline: venv
+	$(BIN)/ksched bench-baseline
+
 bench-scale: venv
 	$(BIN)/ksched bench-scale
 

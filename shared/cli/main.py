@@ -47,6 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     bq.add_argument("--poppers", type=int, default=4, help="concurrent long-polling poppers")
     bq.add_argument("--json", action="store_true")
 
+    bb = sub.add_parser(
+        "bench-baseline",
+        help="SchedulingBasic with the queue, framework and plugins in one process",
+    )
+    bb.add_argument("--nodes", type=int, default=500)
+    bb.add_argument("--init-pods", type=int, default=1000)
+    bb.add_argument("--pods", type=int, default=10000, help="measured pods")
+
     bs = sub.add_parser(
         "bench-scale",
         help="pods/s, assume conflicts and invariant 3 with 1, 2 and 4 workers; refresh cost",
@@ -79,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         from shared.cli.bench_queue import run_bench_queue
 
         return run_bench_queue(args)
+    if args.command == "bench-baseline":
+        from shared.cli.bench_baseline import run_bench_baseline
+
+        return run_bench_baseline(args)
     if args.command == "bench-scale":
         from shared.cli.bench_scale import run_bench_scale
 
