@@ -86,9 +86,27 @@ def _multiplier(suffix: str, field: str, value: object) -> Fraction:
     return Fraction(10) ** power
 
 
+# Valid parses by text: a cluster repeats a handful of quantities ("100m", "500Mi")
+# across thousands of pods, and Fraction arithmetic is slow. Fractions are immutable,
+# so sharing them is safe; errors are not cached (their message names the field).
+_PARSED: dict[str, Fraction] = {}
+_PARSED_MAX = 4096
+
+
 def parse_quantity(value: str | int | float, *, field: str = "quantity") -> Fraction:
     """Parse a quantity exactly; negative values are allowed."""
     text = _to_text(value, field)
+    cached = _PARSED.get(text)
+    if cached is not None:
+        return cached
+    result = _parse_text(text, field, value)
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[text] = result
+    return result
+
+
+def _parse_text(text: str, field: str, value: object) -> Fraction:
     match = _NUMBER.fullmatch(text)
     assert match is not None  # every group can be empty, so the pattern always matches
     whole, frac = match["int"], match["frac"] or ""
