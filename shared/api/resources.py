@@ -10,6 +10,7 @@ the aggregated Quantity, not each container's.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -92,18 +93,38 @@ def _with_defaults(requests: Amounts, defaults: Amounts) -> Amounts:
     return {**defaults, **requests}
 
 
-def _aggregate(spec: dict[str, Any], defaults: Amounts) -> Amounts:
+@dataclass(frozen=True)
+class _ParsedRequests:
+    """A pod's container requests, parsed once for every aggregation of them."""
+
+    containers: list[Amounts]
+    init_containers: list[tuple[Amounts, bool]]  # (requests, is a restartable sidecar)
+    overhead: Amounts
+
+    @classmethod
+    def of(cls, spec: dict[str, Any]) -> _ParsedRequests:
+        return cls(
+            [_exact_container_requests(c, f) for f, c in _containers(spec, "containers")],
+            [
+                (_exact_container_requests(c, f), _is_sidecar(c))
+                for f, c in _containers(spec, "initContainers")
+            ],
+            _quantities(spec.get("overhead"), "spec.overhead"),
+        )
+
+
+def _aggregate(parsed: _ParsedRequests, defaults: Amounts) -> Amounts:
     """AggregateContainerRequests + overhead; `defaults` fill in missing container requests."""
     total: Amounts = {}
-    for field, container in _containers(spec, "containers"):
-        _add(total, _with_defaults(_exact_container_requests(container, field), defaults))
+    for requests in parsed.containers:
+        _add(total, _with_defaults(requests, defaults))
     # KEP-753: while init container i runs, the sidecars started before it run too;
     # sidecars then keep running next to the regular containers.
     sidecars: Amounts = {}
     init_peak: Amounts = {}
-    for field, container in _containers(spec, "initContainers"):
-        requests = _with_defaults(_exact_container_requests(container, field), defaults)
-        if _is_sidecar(container):
+    for exact, is_sidecar in parsed.init_containers:
+        requests = _with_defaults(exact, defaults)
+        if is_sidecar:
             _add(total, requests)
             _add(sidecars, requests)
             in_use = dict(sidecars)
@@ -112,18 +133,27 @@ def _aggregate(spec: dict[str, Any], defaults: Amounts) -> Amounts:
             _add(in_use, sidecars)
         _max(init_peak, in_use)
     _max(total, init_peak)
-    _add(total, _quantities(spec.get("overhead"), "spec.overhead"))
+    _add(total, parsed.overhead)
     return total
 
 
 def pod_requests(spec: dict[str, Any]) -> dict[str, int]:
     """The pod's effective requests: cpu in millicores, everything else in whole units."""
-    return _to_units(_aggregate(spec, {}))
+    return _to_units(_aggregate(_ParsedRequests.of(spec), {}))
 
 
 def pod_nonzero_requests(spec: dict[str, Any]) -> tuple[int, int]:
     """(milli-cpu, memory bytes) for scoring, with defaults for containers requesting none."""
-    total = _aggregate(spec, _NONZERO_DEFAULTS)
+    return _nonzero(_aggregate(_ParsedRequests.of(spec), _NONZERO_DEFAULTS))
+
+
+def pod_requests_and_nonzero(spec: dict[str, Any]) -> tuple[dict[str, int], tuple[int, int]]:
+    """Both of the above from one parse of the containers (a pod's resources, once)."""
+    parsed = _ParsedRequests.of(spec)
+    return _to_units(_aggregate(parsed, {})), _nonzero(_aggregate(parsed, _NONZERO_DEFAULTS))
+
+
+def _nonzero(total: Amounts) -> tuple[int, int]:
     return milli_value(total.get("cpu", Fraction(0))), int_value(total.get("memory", Fraction(0)))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from shared.api.models import Node, Pod
 from shared.api.quantity import parse_nonnegative, resource_amount
-from shared.api.resources import pod_host_ports, pod_nonzero_requests, pod_requests
+from shared.api.resources import pod_host_ports, pod_requests_and_nonzero
 
 HostPort = tuple[str, str, int]  # (hostIP, protocol, port)
 
@@ -31,8 +31,8 @@ class PodResources:
     @classmethod
     def of(cls, raw_pod: dict[str, Any]) -> PodResources:
         spec = raw_pod.get("spec") or {}
-        cpu, memory = pod_nonzero_requests(spec)
-        return cls(pod_requests(spec), cpu, memory, tuple(pod_host_ports(spec)))
+        requests, (cpu, memory) = pod_requests_and_nonzero(spec)
+        return cls(requests, cpu, memory, tuple(pod_host_ports(spec)))
 
 
 class PodInfo:

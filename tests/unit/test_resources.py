@@ -14,6 +14,7 @@ from shared.api.resources import (
     pod_host_ports,
     pod_nonzero_requests,
     pod_requests,
+    pod_requests_and_nonzero,
 )
 
 Mi = 1024 * 1024
@@ -278,3 +279,13 @@ HOST_PORT_CASES: list[tuple[str, dict[str, Any], list[tuple[str, str, int]]]] = 
 )
 def test_pod_host_ports(spec: dict[str, Any], expected: list[tuple[str, str, int]]) -> None:
     assert pod_host_ports(spec) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"), [c[1:] for c in NONZERO_CASES], ids=[c[0] for c in NONZERO_CASES]
+)
+def test_requests_and_nonzero_from_one_parse(
+    spec: dict[str, Any], expected: tuple[int, int]
+) -> None:
+    """What PodResources uses: both aggregations from one parse, as each alone."""
+    assert pod_requests_and_nonzero(spec) == (pod_requests(spec), expected)
