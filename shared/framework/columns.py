@@ -118,7 +118,8 @@ class ImageColumn:
         self.present = np.zeros(n, dtype=np.bool_)
 
 
-def _image_sizes(info: NodeInfo) -> dict[str, int]:
+def image_sizes(info: NodeInfo) -> dict[str, int]:
+    """Image name -> size on the node."""
     sizes: dict[str, int] = {}
     for image in info.node.status.images:
         for name in image.names:
@@ -174,7 +175,7 @@ class NodeColumns:
             col[i] = self._amount(info.requested.get(res, 0))
         for key, lcol in self._labels.items():
             lcol.set(i, info.labels.get(key))
-        sizes = self._image_names[i] = _image_sizes(info)
+        sizes = self._image_names[i] = image_sizes(info)
         for image, icol in self._images.items():
             icol.size[i] = sizes.get(image, 0)
             icol.present[i] = image in sizes
@@ -252,7 +253,7 @@ class NodeColumns:
         col = self._images.get(name)
         if col is None:
             if not self._images:  # first image asked about: index every node's images
-                self._image_names = [_image_sizes(info) for info in self.infos]
+                self._image_names = [image_sizes(info) for info in self.infos]
             col = self._images[name] = ImageColumn(self.n)
             for i, sizes in enumerate(self._image_names):
                 if name in sizes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 
-from shared.framework.columns import NodeColumns
+from shared.framework.columns import NodeColumns, image_sizes
 from shared.framework.interface import ClusterObjects
 from shared.framework.status import Status
 from shared.framework.types import ImageStateSummary, NodeInfo, PodInfo
@@ -103,7 +103,7 @@ class ClusterSnapshot:
         if info.raw_node is not None:
             self._nodes[self._node_positions[info.name]] = info
         self.by_name[info.name] = info
-        if _image_sizes(old) == _image_sizes(info):
+        if image_sizes(old) == image_sizes(info):
             info.image_states = old.image_states
         elif self._images_filled:
             self.fill_image_states()  # an image appeared or went: counts across nodes move
@@ -124,12 +124,6 @@ class ClusterSnapshot:
             for image in info.node.status.images:
                 for name in image.names:
                     info.image_states[name] = ImageStateSummary(image.size_bytes, count[name])
-
-
-def _image_sizes(info: NodeInfo) -> list[tuple[tuple[str, ...], int]]:
-    if info.raw_node is None:
-        return []
-    return [(tuple(i.names), i.size_bytes) for i in info.node.status.images]
 
 
 def _image_names(info: NodeInfo) -> set[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -187,8 +187,10 @@ def has_all_keys(labels: Mapping[str, str], constraints: list[Constraint]) -> bo
     return all(c.topology_key in labels for c in constraints)
 
 
-def _pod_counter(constraint: Constraint, namespace: str) -> Callable[[NodeInfo], int]:
-    return lambda node: count_matching(node, constraint, namespace)
+def _matching_pods(nodes: NodeColumns, constraint: Constraint, namespace: str) -> IntArray:
+    """count_matching for every node, from the columns' cached count column."""
+    key = ("PodTopologySpread", namespace, repr(constraint.selector))
+    return nodes.pod_counts(key, lambda node: count_matching(node, constraint, namespace))
 
 
 def count_matching(node: NodeInfo, constraint: Constraint, namespace: str) -> int:
@@ -346,8 +348,7 @@ class PodTopologySpread(
         counts = []
         for c in constraints:
             rows = np.flatnonzero(has_all & c.includes_all(pod, nodes))
-            key = ("PodTopologySpread", namespace, repr(c.selector))
-            matching = nodes.pod_counts(key, _pod_counter(c, namespace))
+            matching = _matching_pods(nodes, c, namespace)
             counts.append(nodes.domain_sums(c.topology_key, rows, matching))
         return counts
 
@@ -502,8 +503,7 @@ class PodTopologySpread(
             col = nodes.label(c.topology_key)
             counts: FloatArray
             if c.topology_key == LABEL_HOSTNAME:
-                key = ("PodTopologySpread", namespace, repr(c.selector))
-                counts = nodes.pod_counts(key, _pod_counter(c, namespace))[rows].astype(np.float64)
+                counts = _matching_pods(nodes, c, namespace)[rows].astype(np.float64)
             else:
                 counts = col.lookup(s.counts[i])[rows]
             # Added in the per-node order: nodes without the key add nothing (x + 0.0 == x).

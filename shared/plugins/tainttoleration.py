@@ -134,13 +134,10 @@ class TaintToleration(
     ) -> bool:
         """Queue when the node's hard taints went from untolerated to tolerated."""
         tolerations = pod.pod.spec.tolerations
-
-        def untolerated_hard(node: NodeInfo) -> bool:
-            hard = [t for t in node.node.spec.taints if t.effect in ("NoSchedule", "NoExecute")]
-            return untolerated(hard, tolerations) is not None
-
-        was_untolerated = old is None or untolerated_hard(old)
-        return was_untolerated and not untolerated_hard(new)
+        was_untolerated = old is None or not tolerates_hard_taints(
+            old.node.spec.taints, tolerations
+        )
+        return was_untolerated and tolerates_hard_taints(new.node.spec.taints, tolerations)
 
     def is_schedulable_after_pod_toleration_change(
         self, pod: PodInfo, old: PodInfo | None, new: PodInfo
