@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # docker compose v2 if present, else the v1 CLI
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-.PHONY: venv run test test-unit lint up down compose-smoke bench-cycle bench-queue bench-scale bench-baseline clean
+.PHONY: venv run test test-unit lint chaos burst secrets up down compose-smoke bench bench-full bench-cycle bench-queue bench-scale bench-baseline clean
 
 venv: $(STAMP)
 
@@ -31,16 +31,36 @@ lint: venv
 	$(BIN)/ruff check shared services tests
 	$(BIN)/mypy shared services
 
+## The invariants under faults: 10 000 pods, 500 nodes, kill -9 every 2-6 s, Redis and NATS
+## restarted; prints the invariant report (a few minutes). `make test` runs a short one.
+chaos: venv
+	$(BIN)/python -m shared.chaos
+
+## A burst of 100 000 pod events absorbed and scheduled (backpressure; a few minutes).
+burst: venv
+	$(BIN)/python -m shared.burst
+
 ## Production path: Docker Compose.
-up:
+secrets:
+	deploy/gen-secrets.sh
+
+up: secrets
 	$(COMPOSE) up -d --build
 
 down:
 	$(COMPOSE) down -v
 
 ## Build the images, bring the stack up with 2 workers and 2 binders, schedule a workload, tear down.
-compose-smoke: venv
+compose-smoke: venv secrets
 	COMPOSE="$(COMPOSE)" $(BIN)/python -m tests.smoke.compose_smoke
+
+## scheduler_perf's six workloads end to end at 500 nodes, worker scaling, baseline (a few minutes).
+bench: venv
+	$(BIN)/ksched bench
+
+## The same at 5000 nodes with the full pod counts; results and charts in bench/results/full.
+bench-full: venv
+	$(BIN)/ksched bench --full
 
 ## Median and p99 of one scheduling cycle at 500 and 5000 nodes (pure framework).
 bench-cycle: venv

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,7 @@ from nats.js.api import DeliverPolicy
 
 from shared.api.podstatus import pod_condition
 from shared.runtime.connections import ensure_streams
-from shared.subjects import PODS_PREFIX, node_subject, pod_subject
+from shared.subjects import PODS_PREFIX, node_subject, pdb_subject, pod_group_subject, pod_subject
 from shared.wire import dump_json
 
 
@@ -28,6 +29,22 @@ async def publish_pod(js: JetStreamContext, pod: dict[str, Any], etype: str = "A
     meta = pod["metadata"]
     subject = pod_subject(meta.get("namespace") or "default", meta["name"])
     ack = await js.publish(subject, _event(etype, pod))
+    return int(ack.seq)
+
+
+async def publish_pdb(js: JetStreamContext, pdb: dict[str, Any], etype: str = "ADDED") -> int:
+    meta = pdb["metadata"]
+    subject = pdb_subject(meta.get("namespace") or "default", meta["name"])
+    ack = await js.publish(subject, _event(etype, pdb))
+    return int(ack.seq)
+
+
+async def publish_pod_group(
+    js: JetStreamContext, group: dict[str, Any], etype: str = "ADDED"
+) -> int:
+    meta = group["metadata"]
+    subject = pod_group_subject(meta.get("namespace") or "default", meta["name"])
+    ack = await js.publish(subject, _event(etype, group))
     return int(ack.seq)
 
 
@@ -56,9 +73,12 @@ class PodView:
     scheduled: str = ""  # PodScheduled status: "", "True", "False"
     reason: str = ""
     message: str = ""
+    nominated: str = ""  # status.nominatedNodeName
     deleted: bool = False
     seq: int = 0
     bind_count: int = 0  # how many distinct bindings were seen (must stay <= 1)
+    bound_at: float = 0.0  # time.perf_counter() when the first binding was seen
+    bound_writes: int = 0  # versions published with spec.nodeName set (a rebind writes twice)
 
 
 @dataclass
@@ -90,6 +110,9 @@ class PodTracker:
         node = (obj.get("spec") or {}).get("nodeName") or ""
         if node and node != view.node:
             view.bind_count += 1
+            view.bound_at = view.bound_at or time.perf_counter()
+        if node and event.get("type") != "DELETED":
+            view.bound_writes += 1
         view.node = node
         view.deleted = event.get("type") == "DELETED"
         view.seq = msg.metadata.sequence.stream
@@ -97,6 +120,7 @@ class PodTracker:
         view.scheduled = cond.get("status", "")
         view.reason = cond.get("reason", "")
         view.message = cond.get("message", "")
+        view.nominated = (obj.get("status") or {}).get("nominatedNodeName") or ""
         self.changed.set()
 
     def bound(self) -> dict[str, str]:
@@ -108,6 +132,9 @@ class PodTracker:
             for k, v in self.pods.items()
             if not v.node and not v.deleted and v.scheduled == "False"
         }
+
+    def deleted(self) -> set[str]:
+        return {k for k, v in self.pods.items() if v.deleted}
 
     def reasons(self) -> Counter[str]:
         return Counter(self.unschedulable().values())

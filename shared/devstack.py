@@ -15,11 +15,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 SERVICES = ("watcher", "queue", "cache", "worker", "binder")
+LEADER_ELECTED = ("watcher", "queue", "cache")  # one leads, the others stand by
+LEADER_METRIC = "leader_election_master_status"
 
 
 _HANDED_OUT: set[int] = set()
@@ -86,6 +89,7 @@ class Server:
     port: int
     args: list[str]
     log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc.poll() is None:
@@ -97,18 +101,30 @@ class Server:
                 self.proc.wait()
 
 
-def start_nats(workdir: Path, port: int | None = None) -> Server:
+def start_nats(
+    workdir: Path,
+    port: int | None = None,
+    *,
+    config: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Server:
+    """nats-server with JetStream; `config` (e.g. deploy/nats/nats.conf, its users'
+    passwords in `env`) with the port, monitoring port and store overridden."""
     port = port or free_port()
     store = workdir / "jetstream"
     store.mkdir(parents=True, exist_ok=True)
     args = [find_nats_server(), "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)]
+    if config is not None:
+        args += ["-c", str(config), "-m", str(free_port())]
     log_path = workdir / "nats.log"
-    proc = _spawn(args, log_path)
+    proc = _spawn(args, log_path, {**os.environ, **(env or {})})
     _wait_port(port, proc, "nats-server")
-    return Server(proc, port, args, log_path)
+    return Server(proc, port, args, log_path, env or {})
 
 
-def start_redis(workdir: Path, port: int | None = None, *, persist: bool = False) -> Server:
+def start_redis(
+    workdir: Path, port: int | None = None, *, persist: bool = False, aclfile: Path | None = None
+) -> Server:
     port = port or free_port()
     path, _ = find_redis_server()
     args = [
@@ -125,6 +141,7 @@ def start_redis(workdir: Path, port: int | None = None, *, persist: bool = False
         "yes" if persist else "no",
         "--daemonize",
         "no",
+        *(["--aclfile", str(aclfile)] if aclfile is not None else []),
     ]
     log_path = workdir / "redis.log"
     proc = _spawn(args, log_path)
@@ -136,9 +153,9 @@ def restart(server: Server) -> Server:
     """Stop and start the same server on the same port (for restart tests)."""
     server.stop()
     log = server.log_path
-    proc = _spawn(server.args, log)
+    proc = _spawn(server.args, log, {**os.environ, **server.env})
     _wait_port(server.port, proc, Path(server.args[0]).name)
-    return Server(proc, server.port, server.args, log)
+    return Server(proc, server.port, server.args, log, server.env)
 
 
 @dataclass
@@ -156,7 +173,10 @@ class LocalStack:
     workdir: Path
     workers: int = 2
     binders: int = 2
+    standbys: int = 0  # per leader-elected service (watcher, queue, cache)
+    persist: bool = False  # Redis with its append-only file (restarts keep the data)
     env: dict[str, str] = field(default_factory=dict)
+    service_env: dict[str, dict[str, str]] = field(default_factory=dict)  # per service name
     nats: Server | None = None
     redis: Server | None = None
     services: list[ServiceProc] = field(default_factory=list)
@@ -174,12 +194,16 @@ class LocalStack:
     def start_servers(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.nats = start_nats(self.workdir)
-        self.redis = start_redis(self.workdir)
+        self.redis = start_redis(self.workdir, persist=self.persist)
+
+    def replicas(self, name: str) -> int:
+        if name in LEADER_ELECTED:
+            return 1 + self.standbys
+        return {"worker": self.workers, "binder": self.binders}.get(name, 1)
 
     def start_services(self) -> None:
-        counts = {"worker": self.workers, "binder": self.binders}
         for name in SERVICES:
-            for _ in range(counts.get(name, 1)):
+            for _ in range(self.replicas(name)):
                 self.start_service(name)
 
     def start_service(self, name: str) -> ServiceProc:
@@ -191,6 +215,7 @@ class LocalStack:
             "KSCHED_HTTP_PORT": str(port),
             "KSCHED_HTTP_HOST": "127.0.0.1",
             **self.env,
+            **self.service_env.get(name, {}),
         }
         index = sum(1 for s in self.services if s.name == name)
         log_path = self.workdir / f"{name}-{index}.log"
@@ -201,8 +226,6 @@ class LocalStack:
 
     def wait_ready(self, timeout: float = 30) -> None:
         """Every service answers /readyz with 200."""
-        import urllib.request
-
         deadline = time.monotonic() + timeout
         for svc in self.services:
             while True:
@@ -216,6 +239,13 @@ class LocalStack:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{svc.name} not ready: see {svc.log_path}")
                 time.sleep(0.1)
+
+    def leader(self, name: str) -> ServiceProc | None:
+        """The live replica of `name` that leads and serves (None while none does)."""
+        for svc in self.services:
+            if svc.name == name and svc.proc.poll() is None and _leads(svc.http_port):
+                return svc
+        return None
 
     def stop_services(self) -> None:
         for svc in self.services:
@@ -236,6 +266,37 @@ class LocalStack:
                 server.stop()
 
 
+def _leads(http_port: int) -> bool:
+    """The replica's /metrics says it leads and its /readyz that it serves."""
+    try:
+        base = f"http://127.0.0.1:{http_port}"
+        with urllib.request.urlopen(f"{base}/metrics", timeout=1) as resp:
+            metrics = resp.read().decode()
+        with urllib.request.urlopen(f"{base}/readyz", timeout=1) as resp:
+            ready = resp.status == 200 and resp.read() == b"ok"
+    except OSError:
+        return False
+    return ready and any(
+        line.startswith(LEADER_METRIC) and line.rstrip().endswith(" 1.0")
+        for line in metrics.splitlines()
+    )
+
+
+@contextlib.contextmanager
+def running(stack: LocalStack, services: Sequence[str] = SERVICES) -> Iterator[LocalStack]:
+    """The stack's servers and `services` (workers and binders counted) started and
+    ready; all stopped afterwards."""
+    try:
+        stack.start_servers()
+        for name in services:
+            for _ in range(stack.replicas(name)):
+                stack.start_service(name)
+        stack.wait_ready()
+        yield stack
+    finally:
+        stack.stop()
+
+
 @contextlib.contextmanager
 def temporary_stack(
     prefix: str,
@@ -245,19 +306,10 @@ def temporary_stack(
     binders: int = 2,
     log_level: str = "warning",
 ) -> Iterator[LocalStack]:
-    """Servers and `services` (workers and binders counted) started and ready in a
-    temporary directory, for benchmarks; all stopped and removed afterwards."""
+    """`running` in a temporary directory, for benchmarks; removed afterwards."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         stack = LocalStack(
             Path(tmp), workers=workers, binders=binders, env={"KSCHED_LOG_LEVEL": log_level}
         )
-        counts = {"worker": workers, "binder": binders}
-        try:
-            stack.start_servers()
-            for name in services:
-                for _ in range(counts.get(name, 1)):
-                    stack.start_service(name)
-            stack.wait_ready()
-            yield stack
-        finally:
-            stack.stop()
+        with running(stack, services) as st:
+            yield st

@@ -7,8 +7,15 @@ Key schema (all values msgpack unless noted):
   ksched:cache:generations  zset  node name -> generation at its last change
                                   (a deleted node keeps its entry, with no nodeinfo)
   ksched:cache:generation   str   the latest generation handed out (int)
+  ksched:cache:podgroups    hash  group "ns/name" -> PodGroup record (shared/podgroups.py)
+                                  with its member pod keys
+  ksched:cache:podgroups:version  str  bumped on every change of podgroups (int)
   ksched:queue:pods         hash  pod key -> queued pod record (queue.state)
   ksched:queue:meta         hash  scheduling cycle, move request cycle
+  ksched:lease:<service>    hash  holder, epoch: the leader of watcher/queue/cache;
+                                  expires one lease duration after its last renewal
+  ksched:lease:<service>:epoch  str  the latest epoch handed out (int, never expires):
+                                  the fencing token queue and cache writes check
 """
 
 from __future__ import annotations
@@ -20,6 +27,16 @@ CACHE_PODS = f"{PREFIX}:cache:pods"
 CACHE_NODEINFO = f"{PREFIX}:cache:nodeinfo"
 CACHE_GENERATIONS = f"{PREFIX}:cache:generations"
 CACHE_GENERATION = f"{PREFIX}:cache:generation"
+CACHE_PODGROUPS = f"{PREFIX}:cache:podgroups"
+CACHE_PODGROUPS_VERSION = f"{PREFIX}:cache:podgroups:version"
 
 QUEUE_PODS = f"{PREFIX}:queue:pods"
 QUEUE_META = f"{PREFIX}:queue:meta"
+
+
+def lease_key(service: str) -> str:
+    return f"{PREFIX}:lease:{service}"
+
+
+def lease_epoch_key(service: str) -> str:
+    return f"{PREFIX}:lease:{service}:epoch"

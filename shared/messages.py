@@ -5,7 +5,7 @@ TypedDicts document the shape; builders keep the field names in one place.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 # --- watcher -> queue (QUEUE_EVENTS) ------------------------------------------
 # {"events": [QueueEvent, ...]}
@@ -31,7 +31,15 @@ class QueueEvent(TypedDict, total=False):
 
 # --- watcher -> cache (CACHE_EVENTS) ------------------------------------------
 # {"events": [CacheEvent, ...]}
-CacheOp = Literal["node_upsert", "node_delete", "pod_upsert", "pod_delete"]
+CacheOp = Literal[
+    "node_upsert",
+    "node_delete",
+    "pod_upsert",
+    "pod_delete",
+    "podgroup_upsert",
+    "podgroup_delete",
+    "group_member",
+]
 
 
 class CacheEvent(TypedDict, total=False):
@@ -42,6 +50,9 @@ class CacheEvent(TypedDict, total=False):
     seq: int
     node_name: str  # the pod's spec.nodeName, for pod_upsert
     pod: dict[str, Any]  # raw pod, for pod_upsert
+    podgroup: dict[str, Any]  # raw PodGroup, for podgroup_upsert (name: "ns/name")
+    group: str  # for group_member: the pod `name` is (present) or is not in this group
+    present: bool
 
 
 # --- worker <-> queue ----------------------------------------------------------
@@ -58,6 +69,9 @@ class QueuedPod(TypedDict):
     attempts: int
     cycle: int
     initial_attempt_ts: float
+    # The nominator's node for the pod; it may be ahead of the pod's own
+    # status.nominatedNodeName (preemption reported it before the watcher saw the write).
+    nominated_node: NotRequired[str]
 
 
 # {"pods": [QueuedPod, ...], "nominated_version": int}: a worker whose copy of the
@@ -93,13 +107,17 @@ class Report(TypedDict, total=False):
 
 
 # --- worker -> cache (CACHE_ASSUME) -------------------------------------------
-class Assumption(TypedDict):
+class Assumption(TypedDict, total=False):
     key: str
     uid: str
     seq: int
     node: str
     pod: dict[str, Any]
     profile: str
+    # The node's generation in the snapshot the worker chose it from (optional): the
+    # cache skips re-running the filters when it is unchanged and they are node-local.
+    generation: NotRequired[int]
+    cycle: int  # the attempt: Permit verdicts and dead letters name it
 
 
 class AssumeReply(TypedDict, total=False):
@@ -113,7 +131,20 @@ class AssumeReply(TypedDict, total=False):
 
 
 # --- binder -> cache (CACHE_BINDING) ------------------------------------------
-# {"finish": [[key, uid], ...], "forget": [[key, uid], ...]}
+# {"finish": [[key, uid], ...], "forget": [[key, uid], ...],
+#  "forget_attempts": [[key, cycle], ...]}  (a dead-lettered request: uid unknown)
+
+
+# --- worker/binder -> cache (CACHE_PERMIT), cache -> binders (PERMIT_VERDICTS) ----
+# {"signals": [PermitSignal.to_wire(), ...], "query": [[key, cycle], ...]}
+#   -> {"states": [PermitState, ...]} (one per query, in order)
+# PERMIT_VERDICTS: {"states": [PermitState, ...]} for assumptions a signal changed.
+class PermitState(TypedDict):
+    key: str
+    cycle: int
+    assumed: bool  # False: that attempt is no longer assumed (forgotten, expired, replaced)
+    allowed: list[str]
+    rejected: list[str] | None  # [plugin, message]
 
 
 # --- worker -> binder (BIND_SUBJECT, JetStream work queue) ----------------------
@@ -126,3 +157,12 @@ class BindRequest(TypedDict):
     pod: dict[str, Any]
     profile: str
     assumed_at: float
+    # Permit said Wait: plugin -> deadline (wall clock). Absent for pods Permit allowed.
+    permit_waits: NotRequired[dict[str, float]]
+
+
+class BindBatch(TypedDict):
+    """The pods of one worker batch that Permit allowed, in one work-queue message (one
+    publish, one ack); a pod told to wait travels alone, as a BindRequest."""
+
+    requests: list[BindRequest]

@@ -20,6 +20,8 @@ from shared.wire import unpack
 
 CACHE_ADDED = "added"  # the state of a confirmed pod in the cache's records (cache.ADDED)
 CONFLICTS_METRIC = "ksched_assume_conflicts"  # ksched_assume_conflicts_total, as parsed
+ASSUMED_METRIC = "ksched_assumed_pods"  # the cache's ksched_assumed_pods_total
+ATTEMPTS_METRIC = "scheduler_schedule_attempts"  # the workers', by result and profile
 
 
 @dataclass(frozen=True)
@@ -110,3 +112,48 @@ async def metric_total(ports: Iterable[int], family_name: str, by: str = "") -> 
 async def assume_conflicts(worker_ports: Iterable[int]) -> int:
     """ksched_assume_conflicts_total summed over the workers' /metrics endpoints."""
     return int(sum((await metric_total(worker_ports, CONFLICTS_METRIC)).values()))
+
+
+@dataclass(frozen=True)
+class PipelineCounters:
+    """Cumulative counters of a running stack; subtract two readings for a run's share."""
+
+    conflicts: int  # the workers' assume conflicts
+    refused_by_plugin: dict[str, float]  # the cache's refusals, by the rejecting plugin
+    assumed: int  # assumptions the cache committed
+    errors: int  # scheduling attempts that ended in an error
+
+    @property
+    def assumes_tried(self) -> int:
+        return self.assumed + int(sum(self.refused_by_plugin.values()))
+
+    def minus(self, earlier: PipelineCounters) -> PipelineCounters:
+        by_plugin = {
+            plugin: n - earlier.refused_by_plugin.get(plugin, 0)
+            for plugin, n in sorted(self.refused_by_plugin.items())
+            if n - earlier.refused_by_plugin.get(plugin, 0)
+        }
+        return PipelineCounters(
+            self.conflicts - earlier.conflicts,
+            by_plugin,
+            self.assumed - earlier.assumed,
+            self.errors - earlier.errors,
+        )
+
+
+async def pipeline_counters(
+    worker_ports: Iterable[int], cache_ports: Iterable[int]
+) -> PipelineCounters:
+    worker_ports, cache_ports = list(worker_ports), list(cache_ports)
+    conflicts, by_plugin, assumed, attempts = await asyncio.gather(
+        metric_total(worker_ports, CONFLICTS_METRIC),
+        metric_total(cache_ports, CONFLICTS_METRIC, by="plugin"),
+        metric_total(cache_ports, ASSUMED_METRIC),
+        metric_total(worker_ports, ATTEMPTS_METRIC, by="result"),
+    )
+    return PipelineCounters(
+        int(sum(conflicts.values())),
+        by_plugin,
+        int(sum(assumed.values())),
+        int(attempts.get("error", 0)),
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from importlib.resources import files
+from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -43,6 +44,20 @@ class Snapshot:
         # Pods assumed here and not yet seen in the cache's records: key -> (pod, node,
         # when). A refresh racing another lane's commit must not drop them.
         self._pending: dict[str, tuple[PodInfo, str, float]] = {}
+        self._pod_groups: dict[str, dict[str, Any]] = {}
+        self._pod_groups_version: bytes | str | None = None
+
+    async def pod_groups(self, redis: aioredis.Redis) -> dict[str, dict[str, Any]]:
+        """The pod groups the cache tracks ("ns/name" -> record), re-read only when the
+        cache changed them."""
+        version = await redis.get(keys.CACHE_PODGROUPS_VERSION)
+        if version != self._pod_groups_version:
+            raw = await redis.hgetall(keys.CACHE_PODGROUPS)
+            self._pod_groups = {
+                (k.decode() if isinstance(k, bytes) else k): unpack(v) for k, v in raw.items()
+            }
+            self._pod_groups_version = version
+        return self._pod_groups
 
     async def refresh(self) -> int:
         """Apply every change since the last refresh; returns how many nodes changed."""
@@ -114,7 +129,7 @@ class Snapshot:
                 self._add_local(pod, node)
 
     def _decode(self, name: str, record: bytes | str, old: NodeInfo | None) -> NodeInfo:
-        return NodeInfo.from_record(unpack(record), old.pods if old is not None else None)
+        return NodeInfo.from_record(unpack(record), old)
 
     def node_list(self) -> list[NodeInfo]:
         if self._list is None:

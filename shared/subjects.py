@@ -14,6 +14,8 @@ CLUSTER_STREAM = "KSCHED_CLUSTER"
 CLUSTER_PREFIX = "ksched.cluster"
 NODES_PREFIX = f"{CLUSTER_PREFIX}.nodes"
 PODS_PREFIX = f"{CLUSTER_PREFIX}.pods"
+PDBS_PREFIX = f"{CLUSTER_PREFIX}.pdbs"  # policy/v1 PodDisruptionBudgets, read by workers
+PODGROUPS_PREFIX = f"{CLUSTER_PREFIX}.podgroups"  # scheduling.x-k8s.io PodGroups
 
 # --- public: Kubernetes Event objects and rejected input ---------------------
 EVENTS_STREAM = "KSCHED_EVENTS"
@@ -31,17 +33,35 @@ QUEUE_EVENTS = "ksched.internal.queue.events"  # watcher -> queue: pod and clust
 QUEUE_POP = "ksched.internal.queue.pop"  # worker -> queue: long-poll batch pop
 QUEUE_REPORT = "ksched.internal.queue.report"  # worker/binder -> queue: cycle outcomes
 QUEUE_NOMINATED = "ksched.internal.queue.nominated"  # worker -> queue: nominated pods
-# The queue's nats.micro inspection service (JSON): PendingPods and stats.
-QUEUE_SERVICE_NAME = "ksched-queue"
+# Every service instance registers a nats.micro service `ksched-<service>`
+# (discoverable with $SRV.PING/INFO/STATS) with two per-instance endpoints:
+# readyz (JSON {"ready", "reason"}) and metrics (Prometheus text), see
+# shared/runtime/discovery.py. The queue's adds PendingPods and stats (JSON).
+MICRO_PREFIX = "ksched-"
+INSTANCE_PREFIX = "ksched.internal.svc"
+QUEUE_SERVICE_NAME = f"{MICRO_PREFIX}queue"
 QUEUE_PENDING = "ksched.internal.queue.pending"
 QUEUE_STATS = "ksched.internal.queue.stats"
 CACHE_EVENTS = "ksched.internal.cache.events"  # watcher -> cache: nodes, assigned pods
 CACHE_ASSUME = "ksched.internal.cache.assume"  # worker -> cache: validate-then-commit
 CACHE_BINDING = "ksched.internal.cache.binding"  # binder -> cache: finish-binding / forget
+# worker/binder -> cache: Permit signals (allow/reject waiting pods) and verdict queries
+CACHE_PERMIT = "ksched.internal.cache.permit"
+# cache -> every binder (core NATS fan-out): assumed pods whose Permit verdicts changed
+PERMIT_VERDICTS = "ksched.internal.permit.verdicts"
 
-# Queue groups so that a standby replica (later: leader election) shares nothing twice.
+# Queue groups: only the leader subscribes (runtime/lease.py), but a deposed leader that
+# has not exited yet may still be; a request then goes to one of them (its writes fenced).
 QUEUE_GROUP = "ksched-queue"
 CACHE_GROUP = "ksched-cache"
+
+
+def micro_name(service: str) -> str:
+    return f"{MICRO_PREFIX}{service}"
+
+
+def instance_subject(service: str, instance_id: str, endpoint: str) -> str:
+    return f"{INSTANCE_PREFIX}.{service}.{instance_id}.{endpoint}"
 
 
 def node_subject(name: str) -> str:
@@ -52,12 +72,25 @@ def pod_subject(namespace: str, name: str) -> str:
     return f"{PODS_PREFIX}.{namespace}.{name}"
 
 
+def pdb_subject(namespace: str, name: str) -> str:
+    return f"{PDBS_PREFIX}.{namespace}.{name}"
+
+
+def pod_group_subject(namespace: str, name: str) -> str:
+    return f"{PODGROUPS_PREFIX}.{namespace}.{name}"
+
+
 def event_subject(namespace: str, pod_name: str) -> str:
     return f"{EVENTS_PREFIX}.{namespace}.{pod_name}"
 
 
 def error_subject(original: str) -> str:
     return f"{ERRORS_PREFIX}.{original}"
+
+
+# Dead letters of the bind work queue (DESIGN's errors convention: ksched.errors.<subject>),
+# with the reason in the Ksched-Error header: undecodable or undeliverable bind requests.
+BIND_DEAD_LETTER = error_subject(BIND_SUBJECT)
 
 
 @dataclass(frozen=True)
@@ -81,7 +114,7 @@ STREAMS: tuple[StreamSpec, ...] = (
         CLUSTER_STREAM,
         [f"{CLUSTER_PREFIX}.>"],
         max_msgs_per_subject=1,
-        description="cluster state: latest watch event per Node/Pod subject",
+        description="cluster state: latest watch event per Node/Pod/PDB subject",
     ),
     StreamSpec(
         EVENTS_STREAM,

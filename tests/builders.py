@@ -13,6 +13,7 @@ from typing import Any
 
 from shared.cli.workload import HOSTNAME, ZONE, add_anti_affinity, add_spread
 from shared.framework.types import NodeInfo, PodInfo
+from shared.podgroups import MIN_AVAILABLE_ANNOTATION, POD_GROUP_LABEL
 
 __all__ = ["HOSTNAME", "ZONE", "NodeBuilder", "PodBuilder", "make_node", "make_pod"]
 
@@ -49,6 +50,22 @@ class PodBuilder:
         self._obj["metadata"]["labels"][key] = value
         return self
 
+    def annotation(self, key: str, value: str) -> PodBuilder:
+        self._obj["metadata"].setdefault("annotations", {})[key] = value
+        return self
+
+    def gang(self, group: str, min_available: int | None = None) -> PodBuilder:
+        """A member of pod group `group` (Coscheduling), with the min-available
+        annotation when given."""
+        self.label(POD_GROUP_LABEL, group)
+        if min_available is not None:
+            self.annotation(MIN_AVAILABLE_ANNOTATION, str(min_available))
+        return self
+
+    def priority(self, value: int) -> PodBuilder:
+        self._spec["priority"] = value
+        return self
+
     def req(self, **requests: str) -> PodBuilder:
         """Container requests; `example_com_foo="3"` names the resource example.com/foo."""
         resources = self._container.setdefault("resources", {}).setdefault("requests", {})
@@ -71,6 +88,18 @@ class PodBuilder:
 
     def node(self, name: str) -> PodBuilder:
         self._spec["nodeName"] = name
+        return self
+
+    def preempt_never(self) -> PodBuilder:
+        self._spec["preemptionPolicy"] = "Never"
+        return self
+
+    def start_time(self, rfc3339: str) -> PodBuilder:
+        self._obj.setdefault("status", {})["startTime"] = rfc3339
+        return self
+
+    def nominated(self, node: str) -> PodBuilder:
+        self._obj.setdefault("status", {})["nominatedNodeName"] = node
         return self
 
     def anti_affinity(self, key: str, value: str, topology_key: str = HOSTNAME) -> PodBuilder:

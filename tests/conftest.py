@@ -7,29 +7,38 @@ from pathlib import Path
 
 import nats
 import pytest
+import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 
 from shared.client import PodTracker
-from shared.devstack import LocalStack
+from shared.devstack import LocalStack, Server, running, start_redis
+
+# A standby takes over about 3 s after its leader died (kube's defaults: 15 s).
+SHORT_ELECTION = {
+    "KSCHED_LEADER_ELECT_LEASE_DURATION": "3",
+    "KSCHED_LEADER_ELECT_RENEW_DEADLINE": "2",
+    "KSCHED_LEADER_ELECT_RETRY_PERIOD": "0.5",
+}
+
+
+def make_test_stack(workdir: Path, *, config: str | None = None, binders: int = 2) -> LocalStack:
+    """Two workers, `binders` binders, short leases (in-flight pods, and the leader
+    election of watcher, queue and cache) so that the kill tests recover quickly, and
+    `config` as KSCHED_CONFIG."""
+    env = {"KSCHED_QUEUE_LEASE_SECONDS": "3", "KSCHED_LOG_LEVEL": "debug", **SHORT_ELECTION}
+    if config is not None:
+        path = workdir.parent / "config.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(config)
+        env["KSCHED_CONFIG"] = str(path)
+    return LocalStack(workdir, workers=2, binders=binders, env=env)
 
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[LocalStack]:
     """The whole ksched: both servers and the five services, fresh for each test."""
-    st = LocalStack(
-        tmp_path / "stack",
-        workers=2,
-        binders=2,
-        # short leases so that the kill tests recover quickly
-        env={"KSCHED_QUEUE_LEASE_SECONDS": "3", "KSCHED_LOG_LEVEL": "debug"},
-    )
-    try:
-        st.start_servers()
-        st.start_services()
-        st.wait_ready()
+    with running(make_test_stack(tmp_path / "stack")) as st:
         yield st
-    finally:
-        st.stop()
 
 
 @pytest.fixture
@@ -44,3 +53,18 @@ async def tracker(nc: NATS) -> PodTracker:
     t = PodTracker()
     await t.start(nc)
     return t
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[Server]:
+    """A redis-server alone, without the services."""
+    server = start_redis(tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def redis(redis_server: Server) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis(port=redis_server.port)
+    yield client
+    await client.aclose()

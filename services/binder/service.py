@@ -1,45 +1,79 @@
 """Binder: the binding cycle, run by any number of replicas sharing one durable consumer.
 
-For each assumed pod: write the binding (the pod with spec.nodeName and
-PodScheduled=True) on its subject, conditional on the version that was
-scheduled; then FinishBinding at the cache, or on conflict Forget and requeue.
-The message is acked only after the outcome is recorded, so a binder killed
-mid-bind leaves it to be redelivered to another.
+For each assumed pod (kube-scheduler's bindingCycle): WaitOnPermit if Permit
+said Wait (permit.py), then PreBind, Bind (DefaultBinder: the conditional
+publish of the bound pod), PostBind; then FinishBinding at the cache. On any
+failure: Unreserve, Forget at the cache, PodScheduled=False and a
+FailedScheduling event, and a report that requeues the pod. The message is
+acked only after the outcome is recorded, so a binder killed mid-bind leaves it
+to be redelivered to another. Requests that cannot be bound at all (undecodable,
+or delivered MAX_DELIVER times without an outcome) are dead letters: published
+on BIND_DEAD_LETTER with the reason, and their pods forgotten and requeued.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
+from services.binder.permit import Held, PermitWaiter
 from shared.api.events import decode_cluster_event
-from shared.api.podstatus import EVENT_SCHEDULED, bound_pod, make_event, scheduled_message
+from shared.api.podstatus import (
+    EVENT_SCHEDULED,
+    REASON_SCHEDULER_ERROR,
+    REASON_UNSCHEDULABLE,
+    bound_pod,
+    make_event,
+    scheduled_message,
+)
+from shared.framework.cycle_state import CycleState
+from shared.framework.diagnosis import Diagnosis, FitError
+from shared.framework.runtime import Framework
+from shared.framework.status import SUCCESS, Code, Status
+from shared.framework.types import PodInfo
 from shared.messages import BindRequest, Report
 from shared.runtime.consume import consume_batches
+from shared.runtime.failures import record_failure
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request
 from shared.runtime.service import Runtime
 from shared.subjects import (
+    BIND_DEAD_LETTER,
     BIND_STREAM,
     BIND_SUBJECT,
     BINDER_CONSUMER,
     CACHE_BINDING,
+    CACHE_PERMIT,
     CLUSTER_STREAM,
+    ERROR_HEADER,
+    PERMIT_VERDICTS,
     QUEUE_REPORT,
     pod_subject,
 )
-from shared.wire import DecodeError, unpack
+from shared.wire import unpack
 
 log = logging.getLogger("ksched.binder")
 
 BATCH = 256
+# The bind work queue's redelivery, set on purpose:
+# - BACKOFF (its first step is the ack wait): a binder killed mid-bind has its requests
+#   redelivered to another binder after 5 s; a request that keeps killing binders is
+#   spaced out more and more rather than taking the fleet down in a tight loop. Live
+#   binders keep long work (a batch, a Permit wait) alive with in-progress acks.
+# - MAX_DELIVER: the 5th delivery of a request that never got an outcome is a dead
+#   letter, not another try: its pod is forgotten and requeued (a fresh attempt).
+BACKOFF = [5.0, 10.0, 20.0, 40.0]
+MAX_DELIVER = 5
+REQUIRED_FIELDS = ("key", "uid", "seq", "node", "cycle", "pod", "profile", "assumed_at")
 
 
 @dataclass
@@ -47,60 +81,154 @@ class BindOutcome:
     req: BindRequest
     ok: bool
     message: str = ""
+    plugin: str = ""  # the Permit plugin that rejected the pod: an unschedulable outcome
 
 
 class Binder:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.stopping = asyncio.Event()
+        self.frameworks = {p.scheduler_name: Framework.from_profile(p) for p in rt.config.profiles}
+        for fw in self.frameworks.values():
+            fw.handle.bind_pod = self.write_binding  # DefaultBinder's write
+        self.permit = PermitWaiter(rt, self._on_permit_decided)
+        self._tasks: set[asyncio.Task[None]] = set()
+        reg = rt.registry
         self.binds = Counter(
-            "ksched_binds_total", "Binding attempts by result", ["result"], registry=rt.registry
+            "ksched_binds_total", "Binding attempts by result", ["result"], registry=reg
         )
+        self.dead_letters = Counter(
+            "ksched_bind_dead_letters_total",
+            "Bind requests dead-lettered",
+            ["reason"],
+            registry=reg,
+        )
+        self.waiting_gauge = Gauge(
+            "ksched_binder_waiting_pods", "Pods waiting on Permit here", registry=reg
+        )
+        self.waiting_gauge.set_function(lambda: len(self.permit))
 
     async def run(self) -> None:
-        psub = await self.rt.js.pull_subscribe(
-            BIND_SUBJECT,
-            durable=BINDER_CONSUMER,
-            stream=BIND_STREAM,
-            config=ConsumerConfig(
-                ack_policy=AckPolicy.EXPLICIT,
-                ack_wait=30,
-                max_deliver=10,
-                max_ack_pending=20_000,
-            ),
+        config = ConsumerConfig(
+            durable_name=BINDER_CONSUMER,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=BACKOFF[0],
+            backoff=BACKOFF,
+            max_deliver=MAX_DELIVER,
+            max_ack_pending=20_000,
         )
+        try:  # create, or bring an existing consumer to this config
+            await self.rt.js.add_consumer(BIND_STREAM, config)
+        except Exception as err:
+            log.warning("bind consumer config not applied: %s", err)
+        psub = await self.rt.js.pull_subscribe(
+            BIND_SUBJECT, durable=BINDER_CONSUMER, stream=BIND_STREAM, config=config
+        )
+        await self.rt.nc.subscribe(PERMIT_VERDICTS, cb=self._on_verdicts)
         self.rt.serving.set()
+        waiter = asyncio.create_task(self.permit.run(self.stopping))
         await consume_batches(psub, self.handle_batch, self.stopping, batch=BATCH)
+        await waiter
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.permit.hand_back()
 
     async def shutdown(self) -> None:
         self.stopping.set()
 
-    async def handle_batch(self, msgs: list[Msg]) -> None:
-        work: list[tuple[Msg, BindRequest]] = []
-        for msg in msgs:
-            try:
-                work.append((msg, unpack(msg.data)))
-            except DecodeError as err:
-                log.error("undecodable bind request dropped: %s", err)
-                await msg.term()
-        outcomes = await asyncio.gather(*(self.bind(req) for _, req in work))
-        await self._record(outcomes)
-        await asyncio.gather(*(msg.ack() for msg, _ in work), return_exceptions=True)
+    # --- intake -----------------------------------------------------------------
 
-    async def bind(self, req: BindRequest) -> BindOutcome:
+    async def handle_batch(self, msgs: list[Msg]) -> None:
+        now: list[tuple[Msg, BindRequest]] = []
+        waiting: list[tuple[Msg, BindRequest]] = []
+        for msg in msgs:
+            for req in await self._admit(msg):
+                (waiting if req.get("permit_waits") else now).append((msg, req))
+        if waiting:
+            await self.permit.hold(waiting)
+        if now:
+            ready = list({id(m): m for m, _ in now}.values())  # a batch's message, once
+            async with _kept_alive(ready):
+                outcomes = await asyncio.gather(*(self.binding_cycle(req) for _, req in now))
+                await self._record(list(outcomes))
+            await asyncio.gather(*(m.ack() for m in ready), return_exceptions=True)
+
+    async def _admit(self, msg: Msg) -> list[BindRequest]:
+        """The message's requests (a BindBatch's, or the one BindRequest); none when it
+        went to the dead letters."""
+        body: Any = None
         try:
-            await write_pod(self.rt.js, bound_pod(req["pod"], req["node"]), req["seq"])
-        except Conflict as err:
-            if await self._already_bound(req):
-                return BindOutcome(req, True)  # a redelivery of a bind that went through
-            return BindOutcome(req, False, f"Binding rejected: {err}")
+            body = unpack(msg.data)
+            reqs = self._requests(body)
         except Exception as err:
-            return BindOutcome(req, False, f"Binding rejected: {err}")
+            reason = f"undecodable bind request: {err}"
+            await self._dead_letter(msg, reason, _requests_of(body), "undecodable")
+            return []
+        delivered = _num_delivered(msg)
+        if delivered >= MAX_DELIVER:
+            reason = f"delivered {delivered} times without an outcome"
+            await self._dead_letter(msg, reason, [dict(r) for r in reqs], "max_deliver")
+            return []
+        return reqs
+
+    def _requests(self, body: Any) -> list[BindRequest]:
+        batch = isinstance(body, dict) and "requests" in body
+        reqs = body["requests"] if batch else [body]
+        if not isinstance(reqs, list) or not reqs:
+            raise ValueError("a batch must hold requests")
+        for req in reqs:
+            missing = [f for f in REQUIRED_FIELDS if f not in req]
+            if missing:
+                raise ValueError(f"missing {', '.join(missing)}")
+            if req["profile"] not in self.frameworks:
+                raise ValueError(f"no profile {req['profile']!r}")
+            if batch and req.get("permit_waits"):  # waiting pods are held by message
+                raise ValueError("a batch may not hold pods waiting on Permit")
+        return reqs
+
+    async def _on_verdicts(self, msg: Msg) -> None:
+        try:
+            states = unpack(msg.data)["states"]
+            await self.permit.apply(states)
+        except Exception as err:
+            log.warning("bad permit verdicts: %s", err)
+
+    # --- the binding cycle ------------------------------------------------------
+
+    async def binding_cycle(self, req: BindRequest) -> BindOutcome:
+        """PreBind, Bind, PostBind; Unreserve on failure (the caller forgets and requeues)."""
+        fw = self.frameworks[req["profile"]]
+        try:
+            pod = PodInfo.lazy(req["pod"], req["seq"])  # validated by the watcher on entry
+        except Exception as err:
+            return BindOutcome(req, False, f"cannot read pod: {err}")
+        state = CycleState()
+        node = req["node"]
+        status = await fw.run_pre_bind_plugins(state, pod, node)
+        if status.ok:
+            status = await fw.run_bind_plugins(state, pod, node)
+        if not status.ok:
+            fw.run_reserve_plugins_unreserve(state, pod, node)
+            return BindOutcome(req, False, status.message() or "binding failed")
+        await fw.run_post_bind_plugins(state, pod, node)
         return BindOutcome(req, True)
 
-    async def _already_bound(self, req: BindRequest) -> bool:
-        meta = req["pod"]["metadata"]
-        subject = pod_subject(meta["namespace"], meta["name"])
+    async def write_binding(self, pod: PodInfo, node: str) -> Status:
+        """DefaultBinder: publish the bound pod conditional on the scheduled version. A
+        redelivered bind that already went through is recognised, not written twice."""
+        try:
+            await write_pod(self.rt.js, bound_pod(pod.raw, node), pod.version)
+        except Conflict as err:
+            if await self._already_bound(pod, node):
+                return SUCCESS
+            return Status(Code.ERROR, [f"Binding rejected: {err}"])
+        except Exception as err:
+            return Status(Code.ERROR, [f"Binding rejected: {err}"])
+        return SUCCESS
+
+    async def _already_bound(self, pod: PodInfo, node: str) -> bool:
+        meta = pod.pod.metadata
+        subject = pod_subject(meta.namespace, meta.name)
         try:
             last = await self.rt.js.get_last_msg(CLUSTER_STREAM, subject)
             ev = decode_cluster_event(subject, last.data or b"", last.headers, last.seq or 0)
@@ -109,35 +237,182 @@ class Binder:
         spec: Any = getattr(ev.obj, "spec", None)
         return (
             ev.type != "DELETED"
-            and getattr(spec, "node_name", "") == req["node"]
-            and (ev.obj.metadata.uid == req["uid"])
+            and getattr(spec, "node_name", "") == node
+            and ev.obj.metadata.uid == meta.uid
         )
 
+    async def _on_permit_decided(self, decided: list[Held]) -> None:
+        """Allowed pods go on to bind, rejected ones fail; off the permit loop."""
+        task = asyncio.create_task(self._finish_waiting(decided))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _finish_waiting(self, decided: list[Held]) -> None:
+        async def outcome(held: Held) -> BindOutcome:
+            status = held.wp.status
+            if status is not None and status.ok:
+                return await self.binding_cycle(held.req)
+            return self._permit_rejected(held, status)
+
+        msgs = [h.msg for h in decided]
+        async with _kept_alive(msgs):
+            outcomes = await asyncio.gather(*(outcome(h) for h in decided))
+            await self._record(list(outcomes))
+        await asyncio.gather(*(m.ack() for m in msgs), return_exceptions=True)
+
+    def _permit_rejected(self, held: Held, status: Status | None) -> BindOutcome:
+        """Rejected or timed out while waiting: Unreserve (which may reject the pod's
+        gang), and an unschedulable outcome naming the plugin."""
+        req = held.req
+        fw = self.frameworks[req["profile"]]
+        message = status.message() if status is not None else "rejected while waiting on permit"
+        plugin = status.plugin if status is not None else ""
+        with contextlib.suppress(Exception):
+            fw.run_reserve_plugins_unreserve(CycleState(), PodInfo.of(req["pod"]), req["node"])
+        if plugin:  # kube reports a Permit rejection as a FitError on the pod's node
+            diagnosis = Diagnosis({req["node"]: status or Status()}, {plugin})
+            message = FitError(req["key"], 1, diagnosis).message()
+        return BindOutcome(req, False, message, plugin)
+
+    # --- recording --------------------------------------------------------------
+
     async def _record(self, outcomes: list[BindOutcome]) -> None:
+        await self._send_permit_signals()
         finish = [[o.req["key"], o.req["uid"]] for o in outcomes if o.ok]
-        forget = [[o.req["key"], o.req["uid"]] for o in outcomes if not o.ok]
-        body = {"finish": finish, "forget": forget}
+        # Forget this attempt's assumption only: by uid, a later attempt of the same pod
+        # (re-assumed after a lease expiry while this one waited) would go too.
+        forget = [[o.req["key"], o.req["cycle"]] for o in outcomes if not o.ok]
+        body = {"finish": finish, "forget_attempts": forget}
         await retry_forever(
             "record binding at cache", lambda: request(self.rt.nc, CACHE_BINDING, body)
         )
-        failed: list[Report] = [
-            {"key": o.req["key"], "cycle": o.req["cycle"], "outcome": "error", "message": o.message}
-            for o in outcomes
-            if not o.ok
-        ]
-        if failed:
-            # Forgetting an assumption frees room: pods waiting for it get another look.
-            report = {"reports": failed, "move": "AssignedPodDelete"}
-            await retry_forever(
-                "report to queue", lambda: request(self.rt.nc, QUEUE_REPORT, report)
-            )
+        failed = [o for o in outcomes if not o.ok]
+        reports = await asyncio.gather(*(self._failure_report(o) for o in failed))
+        if reports:
+            await self._requeue(list(reports))
         for o in outcomes:
             self.binds.labels("ok" if o.ok else "error").inc()
-            if not o.ok:
-                log.info("binding failed: %s", o.message, extra={"pod": o.req["key"]})
         await asyncio.gather(*(self._scheduled_event(o.req) for o in outcomes if o.ok))
+
+    async def _failure_report(self, o: BindOutcome) -> Report:
+        """PodScheduled=False and FailedScheduling, as handleSchedulingFailure writes them."""
+        reason = REASON_UNSCHEDULABLE if o.plugin else REASON_SCHEDULER_ERROR
+        log.info("binding failed: %s", o.message, extra={"pod": o.req["key"]})
+        seq = await record_failure(self.rt.nc, o.req["pod"], o.req["seq"], o.message, reason)
+        report: Report = {
+            "key": o.req["key"],
+            "cycle": o.req["cycle"],
+            "outcome": "unschedulable" if o.plugin else "error",
+            "message": o.message,
+            "plugins": [o.plugin] if o.plugin else [],
+        }
+        if seq is not None:
+            report["seq"] = seq
+        return report
+
+    async def _requeue(self, reports: list[Report]) -> None:
+        # Forgetting an assumption frees room: pods waiting for it get another look.
+        body = {"reports": reports, "move": "AssignedPodDelete"}
+        await retry_forever("report to queue", lambda: request(self.rt.nc, QUEUE_REPORT, body))
+
+    async def _send_permit_signals(self) -> None:
+        """Signals Unreserve raised (Coscheduling rejecting a gang), for every binder."""
+        signals = [
+            s.to_wire() for fw in self.frameworks.values() for s in fw.handle.take_permit_signals()
+        ]
+        if signals:
+            body = {"signals": signals}
+            await retry_forever("permit signals", lambda: request(self.rt.nc, CACHE_PERMIT, body))
 
     async def _scheduled_event(self, req: BindRequest) -> None:
         message = scheduled_message(req["pod"], req["node"])
         event = make_event(req["pod"], EVENT_SCHEDULED, message, warning=False, action="Binding")
-        await publish_event(self.rt.js, event)
+        await publish_event(self.rt.nc, event)
+
+    # --- dead letters -------------------------------------------------------------
+
+    async def _dead_letter(
+        self, msg: Msg, reason: str, reqs: list[dict[str, Any]], kind: str
+    ) -> None:
+        """Publish the message with the reason, forget its attempts, requeue their pods."""
+        self.dead_letters.labels(kind).inc()
+        attempts = _attempts(reqs) or [a for a in [_attempt_of(msg)] if a is not None]
+        log.error("bind request dead-lettered: %s", reason, extra={"pods": len(attempts)})
+        headers = {ERROR_HEADER: reason[:4000]}
+        await retry_forever(
+            "publish dead letter",
+            lambda: self.rt.js.publish(BIND_DEAD_LETTER, msg.data, headers=headers),
+        )
+        if attempts:
+            body: dict[str, Any] = {"forget_attempts": [list(a) for a in attempts]}
+            await retry_forever("forget at cache", lambda: request(self.rt.nc, CACHE_BINDING, body))
+            by_attempt = {(r.get("key"), r.get("cycle")): r for r in reqs}
+            reports = [
+                await self._dead_report(key, cycle, reason, by_attempt.get((key, cycle)))
+                for key, cycle in attempts
+            ]
+            await self._requeue(reports)
+        try:
+            await msg.term()
+        except Exception as err:  # redelivered: dead-lettered again, harmlessly
+            log.warning("dead letter not terminated: %s", err)
+
+    async def _dead_report(
+        self, key: str, cycle: int, reason: str, req: dict[str, Any] | None
+    ) -> Report:
+        report: Report = {"key": key, "cycle": cycle, "outcome": "error", "message": reason}
+        if req is not None and isinstance(req.get("pod"), dict) and isinstance(req.get("seq"), int):
+            written = await record_failure(
+                self.rt.nc, req["pod"], req["seq"], reason, REASON_SCHEDULER_ERROR
+            )
+            report["seq"] = written or req["seq"]
+        return report
+
+
+def _requests_of(body: Any) -> list[dict[str, Any]]:
+    """Whatever request dicts an undecodable message still shows."""
+    if isinstance(body, dict) and isinstance(body.get("requests"), list):
+        return [r for r in body["requests"] if isinstance(r, dict)]
+    return [body] if isinstance(body, dict) else []
+
+
+def _attempts(reqs: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    return [
+        (r["key"], r["cycle"])
+        for r in reqs
+        if isinstance(r.get("key"), str) and isinstance(r.get("cycle"), int)
+    ]
+
+
+def _num_delivered(msg: Msg) -> int:
+    try:
+        return int(msg.metadata.num_delivered)
+    except Exception:
+        return 1
+
+
+def _attempt_of(msg: Msg) -> tuple[str, int] | None:
+    """(pod key, cycle) from the message id the worker sets ("<key>@<cycle>")."""
+    msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
+    key, sep, cycle = msg_id.rpartition("@")
+    if not sep or not key or not cycle.isdigit():
+        return None
+    return key, int(cycle)
+
+
+@contextlib.asynccontextmanager
+async def _kept_alive(msgs: list[Msg]) -> AsyncIterator[None]:
+    """In-progress acks while a batch is worked on, so slow work is not redelivered."""
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(BACKOFF[0] / 3)
+            await asyncio.gather(*(m.in_progress() for m in msgs), return_exceptions=True)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -22,6 +22,10 @@ Pod states, as in the seed's cache walk-through:
 - Forget: the binding failed; the assumption is dropped.
 - Expire: a finished binding never confirmed within ttl, or an assumption never
   finished within unbound_ttl (its worker and binder vanished), frees its room.
+
+An assumed pod also carries its Permit verdicts (allowed by / rejected by), set
+by permit signals: a pod waiting at Permit in some binder is an assumed pod, and
+its verdicts belong to that assumption (a new attempt starts with none).
 """
 
 from __future__ import annotations
@@ -35,10 +39,26 @@ from shared.framework.runtime import Framework
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code, Status
 from shared.framework.types import ImageStateSummary, NodeInfo, PodInfo
+from shared.framework.waiting_pods import PermitSignal
 
 ASSUMED = "assumed"
 ADDED = "added"
 ASSUMED_POD_TTL = 30.0  # kube-scheduler's durationToExpireAssumedPod, in seconds
+# Plugins whose PreFilter/Filter look only at the node for a pod without pod
+# (anti-)affinity or spread constraints, while no Service and no pod with required
+# anti-affinity exist (the cross-node inputs of InterPodAffinity and PodTopologySpread).
+NODE_LOCAL_UNLESS_CONSTRAINED = frozenset(
+    {
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "InterPodAffinity",
+        "PodTopologySpread",
+    }
+)
 
 
 @dataclass
@@ -55,6 +75,9 @@ class PodState:
     # without an assumption); confirmations and updates keep it. Sorting by it gives
     # the serial order in which the cache committed the placements.
     placed_at: int = 0
+    cycle: int = 0  # the scheduling cycle of the attempt that assumed it
+    allowed: list[str] = field(default_factory=list)  # Permit plugins that allowed it
+    rejected: list[str] | None = None  # [plugin, message] of a Permit rejection
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -62,11 +85,14 @@ class PodState:
             "uid": self.uid,
             "node": self.node,
             "state": self.state,
-            "pod": self.pod.slim(),
+            "pod": self.pod.slim_bytes,
             "seq": self.seq,
             "finished": self.binding_finished,
             "deadline": self.deadline,
             "placed_at": self.placed_at,
+            "cycle": self.cycle,
+            "allowed": self.allowed,
+            "rejected": self.rejected,
         }
 
     @classmethod
@@ -76,12 +102,21 @@ class PodState:
             rec["uid"],
             rec["node"],
             rec["state"],
-            PodInfo.of(rec["pod"], rec["seq"]),
+            _pod_of_record(rec["pod"], rec["seq"]),
             rec["seq"],
             rec["finished"],
             rec["deadline"],
             rec.get("placed_at", 0),
+            rec.get("cycle", 0),
+            list(rec.get("allowed") or []),
+            rec.get("rejected"),
         )
+
+
+def _pod_of_record(pod: bytes | dict[str, Any], seq: int) -> PodInfo:
+    if isinstance(pod, bytes):
+        return PodInfo.of_slim(pod, seq)
+    return PodInfo.of(pod, seq)  # records written before the pod was stored packed
 
 
 @dataclass
@@ -112,6 +147,7 @@ class Cache:
         self.unbound_ttl = unbound_ttl
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodState] = {}
+        self.assumed: set[str] = set()  # keys of assumed pods, for permit signals
         self.image_states: dict[str, ImageState] = {}
         self.generation = 0
         self.dirty_nodes: set[str] = set()
@@ -179,9 +215,18 @@ class Cache:
     # --- pods -------------------------------------------------------------------
 
     def assume_pod(
-        self, framework: Framework, pod: PodInfo, node_name: str, uid: str, seq: int
+        self,
+        framework: Framework,
+        pod: PodInfo,
+        node_name: str,
+        uid: str,
+        seq: int,
+        cycle: int = 0,
+        *,
+        validate: bool = True,
     ) -> AssumeResult:
-        """Validate-then-commit: re-run the profile's filters against committed state."""
+        """Validate-then-commit: re-run the profile's filters against committed state
+        (`validate=False` only when verdict_holds)."""
         current = self.pods.get(pod.key)
         if current is not None and current.state == ADDED:
             return AssumeResult(False, _conflict("pod is already bound"))
@@ -190,13 +235,36 @@ class Cache:
         info = self.nodes.get(node_name)
         if info is None or info.raw_node is None:
             return AssumeResult(False, _conflict(f"node {node_name!r} not found"))
-        status = self.validate(framework, pod, info)
-        if not status.ok:
+        status = self.validate(framework, pod, info) if validate else None
+        if status is not None and not status.ok:
             return AssumeResult(False, status)
-        state = PodState(pod.key, uid, node_name, ASSUMED, pod, seq)
+        state = PodState(pod.key, uid, node_name, ASSUMED, pod, seq, cycle=cycle)
         state.deadline = self.clock() + self.unbound_ttl
         self._place(state)
         return AssumeResult(True)
+
+    def verdict_holds(
+        self, framework: Framework, raw_pod: dict[str, Any], node_name: str, seen: int | None
+    ) -> bool:
+        """Whether the worker's Filter verdict for (pod, node) still holds without running
+        the filters again: the node is exactly as the worker read it (same generation;
+        the worker also counted its own pending pods, so it was stricter), and for this
+        pod no plugin of the profile looks beyond the node: no pod (anti-)affinity or
+        spread constraints of its own, no Service to default spreading from, no pod in
+        the cluster whose required anti-affinity could reach it."""
+        info = self.nodes.get(node_name)
+        if seen is None or info is None or info.raw_node is None or info.generation != seen:
+            return False
+        if not framework.filter_names <= NODE_LOCAL_UNLESS_CONSTRAINED:
+            return False
+        spec = raw_pod.get("spec") or {}
+        affinity = spec.get("affinity") or {}
+        if affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None:
+            return False
+        if spec.get("topologySpreadConstraints"):
+            return False
+        cluster = self.cluster()
+        return not cluster.objects.services and not cluster.have_pods_with_required_anti_affinity
 
     def validate(self, framework: Framework, pod: PodInfo, info: NodeInfo) -> Status:
         """Run the profile's PreFilter and Filter plugins for `info` against committed
@@ -240,6 +308,47 @@ class Cache:
             return False
         self._remove(state)
         return True
+
+    def forget_attempt(self, key: str, cycle: int) -> bool:
+        """Forget the assumption of one attempt, known by its cycle only (its bind
+        request could not be read, so its uid is unknown)."""
+        state = self.pods.get(key)
+        if state is None or state.state != ASSUMED or state.cycle != cycle:
+            return False
+        self._remove(state)
+        return True
+
+    # --- Permit verdicts ----------------------------------------------------------
+
+    def permit_signal(self, signal: PermitSignal) -> list[PodState]:
+        """Apply a plugin's allow or reject to the assumed pods it selects; returns the
+        pods whose verdicts changed (a rejected pod stays rejected)."""
+        changed = []
+        for key in self.assumed:
+            state = self.pods[key]
+            meta = state.pod.pod.metadata
+            if (
+                state.state != ASSUMED
+                or state.rejected is not None
+                or not signal.matches(meta.namespace, meta.labels)
+            ):
+                continue
+            if signal.verdict == "reject":
+                state.rejected = [signal.plugin, signal.message]
+            elif signal.plugin not in state.allowed:
+                state.allowed.append(signal.plugin)
+            else:
+                continue
+            changed.append(state)
+            self.dirty_pods.add(state.key)
+        return changed
+
+    def permit_state(self, key: str, cycle: int) -> PodState | None:
+        """The assumption of attempt `cycle`, None if it is not assumed any more."""
+        state = self.pods.get(key)
+        if state is None or state.state != ASSUMED or state.cycle != cycle:
+            return None
+        return state
 
     def add_pod(self, key: str, uid: str, node: str, pod: PodInfo, seq: int) -> None:
         """The watcher saw the pod bound to `node` (or an update of a bound pod)."""
@@ -299,6 +408,8 @@ class Cache:
             self._cluster = None
         info.add_pod(state.pod)
         self.pods[state.key] = state
+        if state.state == ASSUMED:
+            self.assumed.add(state.key)
         self.dirty_pods.add(state.key)
         self._touch(info)
         if not state.placed_at:
@@ -306,6 +417,7 @@ class Cache:
 
     def _remove(self, state: PodState) -> None:
         del self.pods[state.key]
+        self.assumed.discard(state.key)
         self.dirty_pods.add(state.key)
         info = self.nodes.get(state.node)
         if info is None:

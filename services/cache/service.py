@@ -13,6 +13,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import Counter, Gauge
@@ -21,12 +22,22 @@ from services.cache.cache import ASSUMED, ASSUMED_POD_TTL, Cache, PodState
 from shared import keys
 from shared.framework.runtime import Framework
 from shared.framework.types import PodInfo
-from shared.messages import AssumeReply, Assumption, CacheEvent
+from shared.framework.waiting_pods import PermitSignal
+from shared.messages import AssumeReply, Assumption, CacheEvent, PermitState
+from shared.podgroups import PodGroups
+from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import serve
 from shared.runtime.service import Runtime
-from shared.subjects import CACHE_ASSUME, CACHE_BINDING, CACHE_EVENTS, CACHE_GROUP
+from shared.subjects import (
+    CACHE_ASSUME,
+    CACHE_BINDING,
+    CACHE_EVENTS,
+    CACHE_GROUP,
+    CACHE_PERMIT,
+    PERMIT_VERDICTS,
+)
 from shared.wire import pack, unpack
 
 log = logging.getLogger("ksched.cache")
@@ -54,11 +65,17 @@ class CacheService:
         self.rt = rt
         self.ttl = assumed_pod_ttl(os.environ)
         self.cache = Cache(time.time, ttl=self.ttl)
+        # node name -> the node object last written to CACHE_NODES (by identity): a
+        # node's record changes with every pod on it, its object rarely
+        self._written_nodes: dict[str, Any] = {}
         self.frameworks: dict[str, Framework] = {
             p.scheduler_name: Framework.from_profile(p) for p in rt.config.profiles
         }
+        self._set_pod_groups(PodGroups())
         self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()
+        # events come from the watcher's leader only: a deposed one's are refused
+        self.watcher_epoch = EpochFloor(rt.redis, "watcher")
         reg = rt.registry
         self.conflicts = Counter(
             "ksched_assume_conflicts_total", "Assumes refused at commit", ["plugin"], registry=reg
@@ -76,6 +93,7 @@ class CacheService:
         await serve(nc, CACHE_EVENTS, self.on_events, queue=CACHE_GROUP)
         await serve(nc, CACHE_ASSUME, self.on_assume, queue=CACHE_GROUP)
         await serve(nc, CACHE_BINDING, self.on_binding, queue=CACHE_GROUP)
+        await serve(nc, CACHE_PERMIT, self.on_permit, queue=CACHE_GROUP)
         self.rt.serving.set()
         while not self.stopping.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
@@ -87,13 +105,21 @@ class CacheService:
             await self.flusher.flush_quietly(log)
             self._update_gauges()
 
+    def _set_pod_groups(self, pod_groups: PodGroups) -> None:
+        """Coscheduling's PreFilter, re-run at assume, reads the groups the cache tracks."""
+        self.pod_groups = pod_groups
+        for fw in self.frameworks.values():
+            fw.handle.pod_groups = pod_groups.records
+
     async def shutdown(self) -> None:
         self.stopping.set()
         await self.flusher.flush_quietly(log)
 
     # --- handlers ---------------------------------------------------------------
 
-    async def on_events(self, body: dict[str, Any]) -> dict[str, int]:
+    async def on_events(self, body: dict[str, Any]) -> dict[str, Any]:
+        if not await self.watcher_epoch.admit(body.get("epoch", 0)):
+            return {"error": f"stale watcher epoch {body.get('epoch')!r}"}
         events: list[CacheEvent] = body["events"]
         freed = sum(self._apply(ev) for ev in events)
         await self.flusher.flush()
@@ -107,10 +133,18 @@ class CacheService:
         elif op == "node_delete":
             self.cache.remove_node(ev["name"])
         elif op == "pod_upsert":
-            pod = PodInfo.of(ev["pod"], ev["seq"])
+            current = self.cache.pods.get(ev["name"])
+            known = current.pod if current is not None else None
+            pod = PodInfo.updated(known, ev["pod"], ev["seq"])
             self.cache.add_pod(ev["name"], ev.get("uid", ""), ev["node_name"], pod, ev["seq"])
         elif op == "pod_delete":
             return self.cache.remove_pod(ev["name"])
+        elif op == "podgroup_upsert":
+            self.pod_groups.upsert_group(ev["name"], ev["podgroup"])
+        elif op == "podgroup_delete":
+            self.pod_groups.delete_group(ev["name"])
+        elif op == "group_member":
+            self.pod_groups.set_member(ev["name"], ev["group"], ev["present"])
         else:
             raise ValueError(f"unknown cache op {op!r}")
         return False
@@ -125,8 +159,12 @@ class CacheService:
         framework = self.frameworks.get(a["profile"])
         if framework is None:
             return {"key": a["key"], "ok": False, "plugin": "", "reasons": ["unknown profile"]}
-        pod = PodInfo.of(a["pod"], a["seq"])
-        result = self.cache.assume_pod(framework, pod, a["node"], a["uid"], a["seq"])
+        holds = self.cache.verdict_holds(framework, a["pod"], a["node"], a.get("generation"))
+        # validated by the watcher on entry; parsed here only when the filters run again
+        pod = PodInfo.lazy(a["pod"], a["seq"]) if holds else PodInfo.of(a["pod"], a["seq"])
+        result = self.cache.assume_pod(
+            framework, pod, a["node"], a["uid"], a["seq"], a.get("cycle", 0), validate=not holds
+        )
         if result.ok:
             self.assumed.inc()
             return {"key": a["key"], "ok": True}
@@ -139,8 +177,33 @@ class CacheService:
         for key, uid in body.get("finish", []):
             self.cache.finish_binding(key, uid)
         forgotten = sum(self.cache.forget_pod(key, uid) for key, uid in body.get("forget", []))
+        forgotten += sum(
+            self.cache.forget_attempt(key, cycle) for key, cycle in body.get("forget_attempts", [])
+        )
         await self.flusher.flush()
         return {"forgotten": forgotten}
+
+    async def on_permit(self, body: dict[str, Any]) -> dict[str, list[PermitState]]:
+        """Permit signals from plugins, applied to the assumed pods they select; the
+        binders holding those pods hear of the new verdicts on PERMIT_VERDICTS."""
+        changed: dict[str, PodState] = {}
+        for raw in body.get("signals", []):
+            try:
+                signal = PermitSignal.from_wire(raw)
+            except (KeyError, TypeError, ValueError) as err:
+                log.warning("bad permit signal %r: %s", raw, err)
+                continue
+            for state in self.cache.permit_signal(signal):
+                changed[state.key] = state
+        states = [_permit_state(key, cycle, self.cache) for key, cycle in body.get("query", [])]
+        await self.flusher.flush()  # verdicts survive a restart before anyone acts on them
+        if changed:
+            verdicts = [_permit_state(s.key, s.cycle, self.cache) for s in changed.values()]
+            try:
+                await self.rt.nc.publish(PERMIT_VERDICTS, pack({"states": verdicts}))
+            except Exception as err:  # binders also ask when they start waiting
+                log.warning("permit verdicts not published: %s", err)
+        return {"states": states}
 
     # --- persistence ------------------------------------------------------------
 
@@ -148,13 +211,20 @@ class CacheService:
         redis = self.rt.redis
         raw_nodes = await redis.hgetall(keys.CACHE_NODES)
         raw_pods = await redis.hgetall(keys.CACHE_PODS)
+        raw_groups = await redis.hgetall(keys.CACHE_PODGROUPS)
         generation = int(await redis.get(keys.CACHE_GENERATION) or 0)
         self.cache = Cache(time.time, ttl=self.ttl)
+        self._written_nodes = {}
         self.cache.restore(
             [unpack(v) for v in raw_nodes.values()],
             [PodState.from_record(unpack(v)) for v in raw_pods.values()],
             generation,
         )
+        pod_groups = PodGroups()
+        for name, value in raw_groups.items():
+            rec = unpack(value)
+            pod_groups.restore(_text(name), rec, rec.get("member_keys") or [])
+        self._set_pod_groups(pod_groups)
         log.info(
             "restored %d nodes, %d pods, generation %d",
             len(raw_nodes),
@@ -163,38 +233,107 @@ class CacheService:
         )
 
     async def _write(self) -> None:
-        cache = self.cache
-        nodes, pods = cache.take_dirty()
-        if not nodes and not pods:
+        nodes, pods = self.cache.take_dirty()
+        groups = self.pod_groups.take_dirty()
+        if not nodes and not pods and not groups:
             return
-        pipe = self.rt.redis.pipeline(transaction=True)
-        for name in nodes:
-            info = cache.nodes.get(name)
-            if info is None or info.raw_node is None:
-                pipe.hdel(keys.CACHE_NODES, name)
-                pipe.hdel(keys.CACHE_NODEINFO, name)
-                gen = cache.generation if info is None else info.generation
-            else:
-                pipe.hset(keys.CACHE_NODES, name, pack(info.raw_node))
-                pipe.hset(keys.CACHE_NODEINFO, name, pack(info.to_record()))
-                gen = info.generation
-            pipe.zadd(keys.CACHE_GENERATIONS, {name: gen})
-        for key in pods:
-            state = cache.pods.get(key)
-            if state is None:
-                pipe.hdel(keys.CACHE_PODS, key)
-            else:
-                pipe.hset(keys.CACHE_PODS, key, pack(state.to_record()))
-        pipe.set(keys.CACHE_GENERATION, cache.generation)
+        w = self._collect_nodes(nodes)
+        self._collect_pods(w, pods)
+        pipe = self.rt.fenced_writes()  # refused once a newer leader exists
+        self._write_groups(pipe, groups)
+        w.queue(pipe)
+        pipe.set(keys.CACHE_GENERATION, self.cache.generation)
         try:
             await pipe.execute()
         except Exception:
-            cache.dirty_nodes |= nodes
-            cache.dirty_pods |= pods
+            for name in w.raw_nodes:  # not written after all
+                self._written_nodes.pop(name, None)
+            self.cache.dirty_nodes |= nodes
+            self.cache.dirty_pods |= pods
+            self.pod_groups.dirty |= groups
             raise
+
+    def _collect_nodes(self, names: set[str]) -> _Write:
+        w = _Write()
+        for name in names:
+            info = self.cache.nodes.get(name)
+            if info is None or info.raw_node is None:
+                w.nodes_gone.append(name)
+                self._written_nodes.pop(name, None)
+                w.generations[name] = self.cache.generation if info is None else info.generation
+                continue
+            if self._written_nodes.get(name) is not info.raw_node:  # the node object changed
+                w.raw_nodes[name] = pack(info.raw_node)
+                self._written_nodes[name] = info.raw_node
+            w.records[name] = pack(info.to_record())
+            w.generations[name] = info.generation
+        return w
+
+    def _collect_pods(self, w: _Write, keys_: set[str]) -> None:
+        for key in keys_:
+            state = self.cache.pods.get(key)
+            if state is None:
+                w.pods_gone.append(key)
+            else:
+                w.pod_records[key] = pack(state.to_record())
+
+    def _write_groups(self, pipe: Any, groups: set[str]) -> None:
+        for key in groups:
+            record = self.pod_groups.record(key)
+            if record is None:
+                pipe.hdel(keys.CACHE_PODGROUPS, key)
+            else:
+                members = sorted(self.pod_groups.members.get(key, ()))
+                pipe.hset(keys.CACHE_PODGROUPS, key, pack({**record, "member_keys": members}))
+        if groups:
+            pipe.incr(keys.CACHE_PODGROUPS_VERSION)
 
     def _update_gauges(self) -> None:
         self.nodes_gauge.set(len(self.cache.schedulable_nodes()))
         assumed = sum(1 for s in self.cache.pods.values() if s.state == ASSUMED)
         self.pods_gauge.labels("assumed").set(assumed)
         self.pods_gauge.labels("added").set(len(self.cache.pods) - assumed)
+
+
+@dataclass
+class _Write:
+    """One flush's changes, written with one command per hash however many changed."""
+
+    nodes_gone: list[str] = field(default_factory=list)
+    raw_nodes: dict[str, bytes] = field(default_factory=dict)
+    records: dict[str, bytes] = field(default_factory=dict)
+    generations: dict[str, int] = field(default_factory=dict)
+    pods_gone: list[str] = field(default_factory=list)
+    pod_records: dict[str, bytes] = field(default_factory=dict)
+
+    def queue(self, pipe: Any) -> None:
+        if self.nodes_gone:
+            pipe.hdel(keys.CACHE_NODES, *self.nodes_gone)
+            pipe.hdel(keys.CACHE_NODEINFO, *self.nodes_gone)
+        if self.raw_nodes:
+            pipe.hset(keys.CACHE_NODES, mapping=self.raw_nodes)
+        if self.records:
+            pipe.hset(keys.CACHE_NODEINFO, mapping=self.records)
+        if self.generations:
+            pipe.zadd(keys.CACHE_GENERATIONS, self.generations)
+        if self.pods_gone:
+            pipe.hdel(keys.CACHE_PODS, *self.pods_gone)
+        if self.pod_records:
+            pipe.hset(keys.CACHE_PODS, mapping=self.pod_records)
+
+
+def _permit_state(key: str, cycle: int, cache: Cache) -> PermitState:
+    state = cache.permit_state(key, cycle)
+    if state is None:
+        return {"key": key, "cycle": cycle, "assumed": False, "allowed": [], "rejected": None}
+    return {
+        "key": key,
+        "cycle": cycle,
+        "assumed": True,
+        "allowed": list(state.allowed),
+        "rejected": state.rejected,
+    }
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from services.queue.podinfo import SortKey, priority_sort_key
 from shared.api.models import DEFAULT_SCHEDULER_NAME
-from shared.config import SchedulerConfiguration
+from shared.config import ConfigError, SchedulerConfiguration
 from shared.framework.events import (
     NODE,
     QueueingHintFn,
@@ -30,6 +31,7 @@ from shared.framework.interface import (
     PermitPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
+    QueueSortKeyPlugin,
     ReservePlugin,
 )
 from shared.framework.profile import build_profile
@@ -195,3 +197,23 @@ def hints_from_config(config: SchedulerConfiguration) -> QueueingHints:
             for profile in config.profiles
         }
     )
+
+
+def queue_sort_key(config: SchedulerConfiguration) -> SortKey:
+    """activeQ's order from the profiles' QueueSort plugin. As kube-scheduler, every
+    profile must use the same one: there is one queue."""
+    from shared.plugins import REGISTRY
+
+    sorts = [
+        build_profile(profile, REGISTRY, Handle()).by_point["queueSort"][0]
+        for profile in config.profiles
+    ]
+    if len({p.name for p in sorts}) > 1:
+        raise ConfigError(
+            "profiles: every profile must use the same queueSort plugin, got "
+            + ", ".join(sorted({p.name for p in sorts}))
+        )
+    plugin = sorts[0] if sorts else None
+    if not isinstance(plugin, QueueSortKeyPlugin):
+        return priority_sort_key
+    return plugin.sort_key

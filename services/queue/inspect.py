@@ -1,5 +1,6 @@
-"""The queue's inspection API: a `nats.micro` service (discoverable with $SRV.PING,
-$SRV.INFO and $SRV.STATS), answering JSON so that `nats req` can read it.
+"""The queue's inspection API: endpoints of its `nats.micro` service `ksched-queue`
+(discoverable with $SRV.PING, $SRV.INFO and $SRV.STATS), answering JSON so that
+`nats req` can read it.
 
   pending  kube's PendingPods: every pending pod with its sub-queue, attempts,
            backoff expiry, rejecting plugins and last message. Request (optional
@@ -13,16 +14,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from nats.aio.client import Client as NATS
-from nats.micro import add_service
 from nats.micro.request import Request
-from nats.micro.service import EndpointStats, Service
+from nats.micro.service import Service
 
 from services.queue.queue import WHERES, QueuedPodInfo, SchedulingQueue
-from shared.subjects import QUEUE_PENDING, QUEUE_SERVICE_NAME, QUEUE_STATS
+from shared.subjects import QUEUE_PENDING, QUEUE_STATS
 from shared.wire import dump_json
 
-VERSION = "0.1.0"
 DEFAULT_LIMIT = 1000
 
 
@@ -79,8 +77,9 @@ def _body(req: Request) -> dict[str, Any]:
     return body
 
 
-async def start_inspection(nc: NATS, queue: Callable[[], SchedulingQueue]) -> Service:
-    """Serve the endpoints for whatever queue `queue()` returns at request time."""
+async def start_inspection(svc: Service, queue: Callable[[], SchedulingQueue]) -> None:
+    """Add the endpoints to the queue instance's micro service (runtime/discovery.py),
+    answering for whatever queue `queue()` returns at request time."""
 
     async def pending(req: Request) -> None:
         try:
@@ -93,16 +92,5 @@ async def start_inspection(nc: NATS, queue: Callable[[], SchedulingQueue]) -> Se
     async def stats(req: Request) -> None:
         await req.respond(dump_json(stats_reply(queue())))
 
-    def endpoint_stats(_: EndpointStats) -> Any:
-        return stats_reply(queue())
-
-    svc = await add_service(
-        nc,
-        name=QUEUE_SERVICE_NAME,
-        version=VERSION,
-        description="ksched scheduling queue: pending pods by sub-queue",
-        stats_handler=endpoint_stats,
-    )
     await svc.add_endpoint(name="pending", subject=QUEUE_PENDING, handler=pending)
     await svc.add_endpoint(name="stats", subject=QUEUE_STATS, handler=stats)
-    return svc

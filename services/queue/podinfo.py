@@ -3,6 +3,7 @@ helpers the queue needs: priority, gates, nomination, isPodUpdated."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -61,6 +62,13 @@ class QueuedPodInfo:
 
 
 _RECORD_FIELDS = tuple(f.name for f in fields(QueuedPodInfo))
+
+# activeQ's order: the profiles' QueueSort plugin as a key (PrioritySort by default).
+SortKey = Callable[[QueuedPodInfo], tuple[Any, ...]]
+
+
+def priority_sort_key(qpi: QueuedPodInfo) -> tuple[Any, ...]:
+    return (-qpi.priority, qpi.timestamp)  # PrioritySort's Less
 
 
 def pod_priority(raw: dict[str, Any]) -> int:

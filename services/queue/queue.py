@@ -45,10 +45,12 @@ from services.queue.podinfo import (
     UNSCHEDULABLE,
     WHERES,
     QueuedPodInfo,
+    SortKey,
     is_gated,
     is_pod_updated,
     nominated_node_name,
     pod_priority,
+    priority_sort_key,
 )
 from shared.framework.events import (
     BACKOFF_COMPLETE,
@@ -64,6 +66,7 @@ from shared.framework.events import (
 )
 from shared.framework.interface import ClusterEvent
 from shared.framework.types import PodInfo
+from shared.podgroups import pod_group_of
 
 __all__ = ["WHERES", "QueuedPodInfo", "SchedulingQueue"]
 
@@ -87,7 +90,7 @@ _INCOMING_QUEUE[GATED] = "unschedulable"
 LEASE_EXPIRED = "LeaseExpired"  # ksched's own move label: a worker or binder vanished
 
 Clock = Callable[[], float]
-_Entry = tuple[tuple[float, ...], int, str]  # (sort key, token, pod key)
+_Entry = tuple[tuple[Any, ...], int, str]  # (sort key, token, pod key)
 
 
 PreCheck = Callable[[QueuedPodInfo], bool]
@@ -109,8 +112,10 @@ class SchedulingQueue:
         inflight_lease: float = 15.0,
         binding_lease: float = 120.0,
         max_in_unschedulable: float = 300.0,
+        sort_key: SortKey = priority_sort_key,
     ) -> None:
         self._clock = clock
+        self._active_key = sort_key
         self.hints = hints
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
@@ -296,6 +301,11 @@ class SchedulingQueue:
         self._place(qpi, GATED if gated else ACTIVE, event)
         if not gated:
             self._nominate(qpi, nominated_node_name(raw))
+        if pod_group_of(raw):
+            # A new member may complete a gang that Coscheduling rejected. Only for
+            # gang pods: every other pod add would make the queue look at all its
+            # unschedulable pods for nothing.
+            self.move_all_to_active_or_backoff(EVENT_UNSCHEDULED_POD_ADD, None, raw)
 
     def _nominate(self, qpi: QueuedPodInfo, node: str) -> None:
         self.nominator.set(qpi.key, node)
@@ -550,10 +560,9 @@ class SchedulingQueue:
                 if not keys:
                     del self._rejected_by[plugin]
 
-    @staticmethod
-    def _sort_key(qpi: QueuedPodInfo) -> tuple[float, ...]:
+    def _sort_key(self, qpi: QueuedPodInfo) -> tuple[Any, ...]:
         if qpi.where == ACTIVE:
-            return (-qpi.priority, qpi.timestamp)  # PrioritySort's Less
+            return self._active_key(qpi)
         if qpi.where == BACKOFF:
             return (qpi.backoff_expiry,)
         if qpi.where == UNSCHEDULABLE:

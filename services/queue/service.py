@@ -16,16 +16,16 @@ import os
 import time
 from typing import Any
 
-from nats.micro.service import Service
 from prometheus_client import Counter, Gauge
 
-from services.queue.hints import QueueingHints, hints_from_config
-from services.queue.inspect import start_inspection
+from services.queue.hints import QueueingHints, hints_from_config, queue_sort_key
+from services.queue.inspect import start_inspection, stats_reply
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from shared import keys
 from shared.framework.events import action_type, event_from_label
 from shared.framework.interface import ClusterEvent
 from shared.messages import NominatedPod, QueuedPod, QueueEvent, Report
+from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import serve
@@ -74,11 +74,13 @@ class QueueService:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.hints: QueueingHints = hints_from_config(rt.config)
+        self.sort_key = queue_sort_key(rt.config)
         self.q = self._new_queue()
         self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()
+        # events come from the watcher's leader only: a deposed one's are refused
+        self.watcher_epoch = EpochFloor(rt.redis, "watcher")
         self._wake = asyncio.Event()
-        self._inspection: Service | None = None
         reg = rt.registry
         self.pending = Gauge(
             "scheduler_pending_pods", "Pending pods by sub-queue", ["queue"], registry=reg
@@ -107,13 +109,17 @@ class QueueService:
         self._hint_errors_seen = 0
 
     def _new_queue(self) -> SchedulingQueue:
-        return SchedulingQueue(time.time, hints=self.hints, **queue_settings(self.rt))
+        return SchedulingQueue(
+            time.time, hints=self.hints, sort_key=self.sort_key, **queue_settings(self.rt)
+        )
 
     async def run(self) -> None:
         await retry_forever("restore queue from redis", self._restore)
         self._notify()
         nc = self.rt.nc
-        self._inspection = await start_inspection(nc, lambda: self.q)
+        if self.rt.micro is not None:  # the instance's nats.micro service (discovery.py)
+            self.rt.stats_data = lambda: stats_reply(self.q)
+            await start_inspection(self.rt.micro, lambda: self.q)
         # Events and reports in arrival order; pops concurrently (they long-poll).
         await serve(nc, QUEUE_EVENTS, self.on_events, queue=QUEUE_GROUP, concurrent=False)
         await serve(nc, QUEUE_REPORT, self.on_report, queue=QUEUE_GROUP, concurrent=False)
@@ -138,14 +144,13 @@ class QueueService:
     async def shutdown(self) -> None:
         self.stopping.set()
         self._notify()
-        if self._inspection is not None:
-            with contextlib.suppress(Exception):
-                await self._inspection.stop()
         await self.flusher.flush_quietly(log)
 
     # --- handlers ---------------------------------------------------------------
 
-    async def on_events(self, body: dict[str, Any]) -> dict[str, int]:
+    async def on_events(self, body: dict[str, Any]) -> dict[str, Any]:
+        if not await self.watcher_epoch.admit(body.get("epoch", 0)):
+            return {"error": f"stale watcher epoch {body.get('epoch')!r}"}
         events: list[QueueEvent] = body["events"]
         for ev in events:
             self._apply_event(ev)
@@ -256,13 +261,19 @@ class QueueService:
 
     async def _write(self) -> None:
         dirty = self.q.take_dirty()
-        pipe = self.rt.redis.pipeline(transaction=True)
+        gone: list[str] = []
+        records: dict[str, bytes] = {}
         for key in dirty:
             qpi = self.q.get(key)
             if qpi is None:
-                pipe.hdel(keys.QUEUE_PODS, key)
+                gone.append(key)
             else:
-                pipe.hset(keys.QUEUE_PODS, key, pack(qpi.to_record()))
+                records[key] = pack(qpi.to_record())
+        pipe = self.rt.fenced_writes()  # refused once a newer leader exists
+        if gone:  # one command per change kind, however many pods changed
+            pipe.hdel(keys.QUEUE_PODS, *gone)
+        if records:
+            pipe.hset(keys.QUEUE_PODS, mapping=records)  # type: ignore[arg-type]
         pipe.hset(
             keys.QUEUE_META,
             mapping={
@@ -286,4 +297,5 @@ def _wire(p: QueuedPodInfo) -> QueuedPod:
         "attempts": p.attempts,
         "cycle": p.cycle,
         "initial_attempt_ts": p.initial_attempt_timestamp or 0.0,
+        "nominated_node": p.nominated_node,
     }

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.api.events import ClusterEvent as WatchEvent
-from shared.api.models import Node, Pod
+from shared.api.models import Node, Pod, PodGroup
 from shared.framework.events import (
     EVENT_ASSIGNED_POD_ADD,
     EVENT_ASSIGNED_POD_DELETE,
@@ -34,6 +34,7 @@ from shared.framework.events import (
 )
 from shared.framework.interface import ClusterEvent
 from shared.messages import CacheEvent, QueueEvent
+from shared.podgroups import POD_GROUP_RESOURCE, pod_group_of
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -51,6 +52,7 @@ class Informer:
 
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     assigned_pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pod_groups: set[str] = field(default_factory=set)
 
 
 def move(
@@ -82,8 +84,33 @@ def route(ev: WatchEvent, served: frozenset[str], seen: Informer | None = None) 
     seen = seen if seen is not None else Informer()
     if isinstance(ev.obj, Node):
         return _route_node(ev, ev.obj, seen)
-    assert isinstance(ev.obj, Pod)
-    return _route_pod(ev, ev.obj, served, seen)
+    if isinstance(ev.obj, PodGroup):
+        return _route_pod_group(ev, ev.obj, seen)
+    if not isinstance(ev.obj, Pod):
+        # PodDisruptionBudgets: validated here (a bad one goes to ksched.errors), read
+        # by the workers straight from the stream (docs/preemption.md).
+        return [], []
+    to_queue, to_cache = _route_pod(ev, ev.obj, served, seen)
+    group = pod_group_of(ev.raw)
+    if group:  # Coscheduling's PreFilter counts the group's pods, pending or bound
+        gone = ev.type == "DELETED" or ev.obj.status.phase in TERMINAL_PHASES
+        to_cache.append(
+            {"op": "group_member", "name": ev.obj.key, "group": group, "present": not gone}
+        )
+    return to_queue, to_cache
+
+
+def _route_pod_group(ev: WatchEvent, group: PodGroup, seen: Informer) -> Routed:
+    """PodGroups go to the cache; for the queue an added or changed group is a cluster
+    event that may help the pods Coscheduling rejected."""
+    key = group.key
+    if ev.type == "DELETED":
+        seen.pod_groups.discard(key)
+        return [], [{"op": "podgroup_delete", "name": key}]
+    action = "Update" if key in seen.pod_groups else "Add"
+    seen.pod_groups.add(key)
+    moves = [move(ClusterEvent(POD_GROUP_RESOURCE, action))]  # hints get no PodGroup object
+    return moves, [{"op": "podgroup_upsert", "name": key, "podgroup": ev.raw}]
 
 
 def _route_node(ev: WatchEvent, node: Node, seen: Informer) -> Routed:

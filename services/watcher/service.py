@@ -11,10 +11,10 @@ import asyncio
 import logging
 
 from nats.aio.msg import Msg
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from prometheus_client import Counter
 
 from services.watcher.routing import Informer, move, route
+from services.watcher.takeover import take_over
 from shared.api.events import BadEvent, decode_cluster_event
 from shared.framework.events import ASSIGNED_POD, EVENT_ASSIGNED_POD_DELETE
 from shared.messages import CacheEvent, QueueEvent
@@ -24,11 +24,9 @@ from shared.runtime.rpc import request
 from shared.runtime.service import Runtime
 from shared.subjects import (
     CACHE_EVENTS,
-    CLUSTER_PREFIX,
     CLUSTER_STREAM,
     ERROR_HEADER,
     QUEUE_EVENTS,
-    WATCHER_CONSUMER,
     error_subject,
 )
 
@@ -54,17 +52,14 @@ class Watcher:
         )
 
     async def run(self) -> None:
-        psub = await self.rt.js.pull_subscribe(
-            f"{CLUSTER_PREFIX}.>",
-            durable=WATCHER_CONSUMER,
-            stream=CLUSTER_STREAM,
-            config=ConsumerConfig(
-                ack_policy=AckPolicy.ALL,
-                deliver_policy=DeliverPolicy.ALL,
-                ack_wait=60,
-                max_ack_pending=20_000,
-            ),
-        )
+        durable = ""
+
+        async def take_over_stream() -> None:
+            nonlocal durable
+            durable = await take_over(self.rt.js, self.rt.epoch)
+
+        await retry_forever("take over the cluster stream", take_over_stream)
+        psub = await self.rt.js.pull_subscribe_bind(durable, stream=CLUSTER_STREAM)
         self.rt.serving.set()
         await consume_batches(psub, self.handle_batch, self.stopping, batch=BATCH)
 
@@ -110,7 +105,9 @@ class Watcher:
         async def to_cache_service() -> None:
             nonlocal freed
             if to_cache:
-                reply = await request(nc, CACHE_EVENTS, {"events": to_cache}, timeout=10)
+                reply = await request(
+                    nc, CACHE_EVENTS, {"events": to_cache, "epoch": self.rt.epoch}, timeout=10
+                )
                 freed = reply.get("freed", 0)
 
         # Cache first: a pod that leaves the queue as bound should already count on its node.
@@ -120,7 +117,7 @@ class Watcher:
             # its DELETED event did not say where, so the hints see no object.
             to_queue.append(move(EVENT_ASSIGNED_POD_DELETE))
         if to_queue:
-            body = {"events": to_queue}
+            body = {"events": to_queue, "epoch": self.rt.epoch}
             await retry_forever(
                 "deliver to queue", lambda: request(nc, QUEUE_EVENTS, body, timeout=10)
             )

@@ -13,22 +13,28 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import Counter, Histogram
 
+from services.worker.preempt import PdbWatch, act
+from shared.api.pdb import PodDisruptionBudget
 from shared.api.podstatus import (
     EVENT_FAILED_SCHEDULING,
     REASON_SCHEDULER_ERROR,
     make_event,
     scheduler_name,
     unschedulable_pod,
+    with_nominated_node,
 )
 from shared.framework.cycle_state import CycleState
-from shared.framework.diagnosis import FitError
+from shared.framework.diagnosis import Diagnosis, FitError
+from shared.framework.interface import PostFilterResult
 from shared.framework.runtime import Framework
 from shared.framework.schedule_one import Scheduler, SchedulingError
+from shared.framework.status import Code, Status
 from shared.framework.types import PodInfo
-from shared.messages import Assumption, BindRequest, QueuedPod, Report
+from shared.messages import Assumption, BindBatch, BindRequest, QueuedPod, Report
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request
@@ -38,6 +44,7 @@ from shared.subjects import (
     BIND_SUBJECT,
     CACHE_ASSUME,
     CACHE_BINDING,
+    CACHE_PERMIT,
     QUEUE_NOMINATED,
     QUEUE_POP,
     QUEUE_REPORT,
@@ -70,6 +77,8 @@ class Attempt:
     scheduler: Scheduler
     node: str = ""
     state: CycleState = field(default_factory=CycleState)
+    preemption: PostFilterResult | None = None  # what PostFilter decided, on a FitError
+    waits: dict[str, float] = field(default_factory=dict)  # Permit said Wait: plugin -> timeout
 
     @property
     def framework(self) -> Framework:
@@ -89,7 +98,18 @@ class Worker:
             )
             for p in rt.config.profiles
         }
+        # Shared by every profile's handle: the budgets preemption respects, and the
+        # victims this worker deleted that its snapshot still shows.
+        self.pdbs: list[PodDisruptionBudget] = []
+        self.terminating: dict[str, str] = {}
+        for scheduler in self.schedulers.values():
+            scheduler.fw.handle.pdbs = self.pdbs
+            scheduler.fw.handle.terminating = self.terminating
         self.nominated_version = 0
+        # Coscheduling reads the pod groups the cache tracks; other profiles skip the read.
+        self.needs_pod_groups = any(
+            "Coscheduling" in s.fw.plugins.instances for s in self.schedulers.values()
+        )
         self.per_pod_seconds = 0.0  # recent wall time per pod, smoothed
         self.stopping = asyncio.Event()
         reg = rt.registry
@@ -109,8 +129,33 @@ class Worker:
             registry=reg,
             buckets=[0.001 * 2**i for i in range(15)],
         )
+        # kube-scheduler's: from the pod's first pop to its successful attempt.
+        self.sli_duration = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from its first attempt",
+            ["attempts"],
+            registry=reg,
+            buckets=[0.01 * 2**i for i in range(20)],
+        )
+        self.pod_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod",
+            registry=reg,
+            buckets=[1, 2, 4, 8, 16],
+        )
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts_total", "Preemption attempts", registry=reg
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims",
+            registry=reg,
+            buckets=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+        )
 
     async def run(self) -> None:
+        watch = PdbWatch(self.rt.js, self.pdbs)
+        await retry_forever("watch PodDisruptionBudgets", watch.start)
         self.rt.serving.set()  # it only asks others: it serves as soon as it runs
         await asyncio.gather(*(self._lane() for _ in range(LANES)))
 
@@ -133,7 +178,14 @@ class Worker:
             if "nominated_version" in reply:
                 await self._sync_nominated(reply["nominated_version"])
             if reply["pods"]:
-                await self.schedule_batch(reply["pods"])
+                try:
+                    await self.schedule_batch(reply["pods"])
+                except Exception:
+                    # A batch that fails midway (NATS or Redis busy or away) is not the
+                    # end of the worker: the queue hands its pods out again once their
+                    # lease lapses, and the cache forgets what was never bound.
+                    log.exception("batch of %d pods failed", len(reply["pods"]))
+                    await asyncio.sleep(0.5)
 
     async def _sync_nominated(self, version: int) -> None:
         """Fetch the queue's nominated pods when they changed: Filter counts them on
@@ -158,6 +210,8 @@ class Worker:
     async def schedule_batch(self, queued: list[QueuedPod]) -> None:
         start = time.perf_counter()
         await self.snapshot.refresh()
+        self._prune_terminating()
+        await self._refresh_pod_groups()
         reports: list[Report] = []
         attempts = []
         for qp in queued:
@@ -166,6 +220,7 @@ class Worker:
                 attempts.append(attempt)
         committed, failed = await self._schedule_and_commit(attempts)
         bound = await self._hand_to_binders(committed)
+        await self._permit_second_look([a for a in committed if a.waits])
         failures = await asyncio.gather(*(self._record_failure(a, err) for a, err in failed))
         reports.extend(bound)
         reports.extend(failures)
@@ -174,13 +229,18 @@ class Worker:
         self.per_pod_seconds = (
             per_pod if not self.per_pod_seconds else 0.7 * self.per_pod_seconds + 0.3 * per_pod
         )
-        for rep in reports:
-            self.duration.labels(rep["outcome"], "").observe(per_pod)
+        profiles = {qp["key"]: scheduler_name(qp["pod"]) for qp in queued}
+        for rep in reports:  # kube's result label: scheduled, unschedulable, error
+            result = "scheduled" if rep["outcome"] == "assumed" else rep["outcome"]
+            self.duration.labels(result, profiles.get(rep["key"], "")).observe(per_pod)
 
     def _attempt(self, qp: QueuedPod, reports: list[Report]) -> Attempt | None:
         scheduler = self.schedulers.get(scheduler_name(qp["pod"]))
+        raw = qp["pod"]
+        if "nominated_node" in qp:  # the queue may know the nomination before the pod says it
+            raw = with_nominated_node(raw, qp["nominated_node"]) or raw
         try:
-            pod = PodInfo.of(qp["pod"], qp["seq"])
+            pod = PodInfo.of(raw, qp["seq"])
         except Exception as err:  # validated at the watcher; never expected here
             reports.append(_report(qp, "error", f"cannot read pod: {err}"))
             return None
@@ -221,6 +281,9 @@ class Worker:
                 self.snapshot.forget(a.pod, a.node)
             body = {"forget": [[a.pod.key, a.qp["uid"]] for a, _ in rejected]}
             await retry_forever("forget at cache", lambda: request(self.rt.nc, CACHE_BINDING, body))
+        # Before any bind request goes out: a binder asking about a waiting pod must
+        # already find the allows (or rejections) this batch's Permit plugins sent.
+        await self._send_permit_signals()
         failed.extend(rejected)
         return committed, failed
 
@@ -229,7 +292,10 @@ class Worker:
         a.state = CycleState()
         try:
             result = a.scheduler.schedule_pod(a.state, a.pod, self.snapshot.cluster())
-        except (FitError, SchedulingError) as err:
+        except FitError as err:
+            self._post_filter(a, err)
+            return err
+        except SchedulingError as err:
             return err
         a.node = result.suggested_host
         status = a.framework.run_reserve_plugins_reserve(a.state, a.pod, a.node)
@@ -239,20 +305,96 @@ class Worker:
         self.snapshot.assume(a.pod, a.node)  # later pods in the batch see it
         return None
 
+    def _post_filter(self, a: Attempt, err: FitError) -> None:
+        """PostFilter (preemption) for a pod that fits nowhere; only on this path, so the
+        hot path pays nothing. A nomination counts locally at once, so that the rest of
+        the batch (and the other lane) leave the room to the preemptor."""
+        if a.framework.post_filters and err.num_all_nodes:
+            self.preemption_attempts.inc()
+        a.preemption = a.scheduler.run_post_filter(a.state, a.pod, err)
+        if a.preemption is not None:
+            self._nominate_locally(a.pod, a.preemption.nominated_node_name)
+
+    def _nominate_locally(self, pod: PodInfo, node: str) -> None:
+        uid = pod.pod.metadata.uid
+        for scheduler in self.schedulers.values():
+            handle = scheduler.fw.handle
+            nominated = {
+                n: [p for p in pods if p.pod.metadata.uid != uid]
+                for n, pods in handle.nominated.items()
+            }
+            if node:
+                nominated.setdefault(node, []).append(pod)
+            handle.nominated = {n: pods for n, pods in nominated.items() if pods}
+
+    def _prune_terminating(self) -> None:
+        """Forget victims the refreshed snapshot no longer shows (their deletion landed)."""
+        if not self.terminating:
+            return
+        cluster = self.snapshot.cluster()
+        for key, node in list(self.terminating.items()):
+            info = cluster.get(node)
+            if info is None or key not in info.pods:
+                del self.terminating[key]
+
     def _permit(
         self, committed: list[Attempt]
     ) -> tuple[list[Attempt], list[tuple[Attempt, Exception]]]:
-        """Permit after assume; waiting (gangs) needs the binder side and is refused for now."""
+        """Permit after assume. A pod told to Wait goes to a binder all the same, which
+        holds it (WaitOnPermit) with its resources assumed."""
         allowed: list[Attempt] = []
         rejected: list[tuple[Attempt, Exception]] = []
         for a in committed:
-            status, _ = a.framework.run_permit_plugins(a.state, a.pod, a.node)
-            if status.ok:
+            if not a.framework.permits:  # the default profile: nothing to run
+                allowed.append(a)
+                continue
+            a.framework.set_snapshot(self.snapshot.cluster())
+            status, waits = a.framework.run_permit_plugins(a.state, a.pod, a.node)
+            if status.ok or status.code == Code.WAIT:
+                a.waits = waits
                 allowed.append(a)
                 continue
             a.framework.run_reserve_plugins_unreserve(a.state, a.pod, a.node)
-            rejected.append((a, SchedulingError(status)))
+            error = _rejection(a, status)
+            rejected.append((a, error))
         return allowed, rejected
+
+    async def _permit_second_look(self, waiting: list[Attempt]) -> None:
+        """Run Permit again for the pods that were told to wait, on a snapshot refreshed
+        after their commit. kube-scheduler runs Permit once, serially; here two lanes
+        (or workers) may commit the last members of a gang at the same time, each
+        without seeing the other's, and both wait. The later commit's second look sees
+        both and allows the gang (its Wait verdict is dropped: the pod already waits)."""
+        if not waiting:
+            return
+        await self.snapshot.refresh()
+        for a in waiting:
+            a.framework.set_snapshot(self.snapshot.cluster())
+            a.framework.run_permit_plugins(a.state, a.pod, a.node)
+        await self._send_permit_signals()
+
+    async def _send_permit_signals(self) -> None:
+        """Allows and rejects of waiting pods raised by Permit and Unreserve, to the
+        cache, which records them on the assumptions and tells the binders."""
+        signals = [
+            s.to_wire()
+            for sched in self.schedulers.values()
+            for s in sched.fw.handle.take_permit_signals()
+        ]
+        if signals:
+            body = {"signals": signals}
+            await retry_forever("permit signals", lambda: request(self.rt.nc, CACHE_PERMIT, body))
+
+    async def _refresh_pod_groups(self) -> None:
+        if not self.needs_pod_groups:
+            return
+        try:
+            groups = await self.snapshot.pod_groups(self.rt.redis)
+        except Exception as err:
+            log.warning("pod groups not refreshed: %s", err)
+            return
+        for scheduler in self.schedulers.values():
+            scheduler.fw.handle.pod_groups = groups
 
     async def _assume(self, placed: list[Attempt], committed: list[Attempt]) -> list[Attempt]:
         batch: list[Assumption] = [
@@ -263,6 +405,8 @@ class Worker:
                 "node": a.node,
                 "pod": a.qp["pod"],
                 "profile": a.framework.profile,
+                "cycle": a.qp["cycle"],
+                "generation": self.snapshot.nodes[a.node].generation,
             }
             for a in placed
         ]
@@ -279,34 +423,53 @@ class Worker:
             else:
                 self.snapshot.forget(a.pod, a.node)
                 a.framework.run_reserve_plugins_unreserve(a.state, a.pod, a.node)
+                # kube assumes before Reserve, so a failed assume runs no Unreserve there;
+                # ksched runs it only to undo Reserve, and drops what it asks of waiting pods.
+                a.framework.handle.take_permit_signals()
                 refused.append(a)
         return refused
 
     async def _hand_to_binders(self, committed: list[Attempt]) -> list[Report]:
-        async def hand(a: Attempt) -> Report:
-            req: BindRequest = {
-                "key": a.pod.key,
-                "uid": a.qp["uid"],
-                "seq": a.qp["seq"],
-                "node": a.node,
-                "cycle": a.qp["cycle"],
-                "pod": a.qp["pod"],
-                "profile": a.framework.profile,
-                "assumed_at": time.time(),
-            }
-            # The message id makes a retried publish of the same attempt a no-op.
-            msg_id = f"{a.pod.key}@{a.qp['cycle']}"
-            await retry_forever(
-                "hand to binders",
-                lambda: self.rt.js.publish(
-                    BIND_SUBJECT, pack(req), headers={"Nats-Msg-Id": msg_id}
-                ),
-                max_delay=1.0,
-            )
+        """Pods Permit allowed go in one message; each pod told to wait in its own, as
+        binders hold waiting pods by message. Message ids make a retried publish of the
+        same attempt(s) a no-op."""
+        now = time.time()
+        ready = [a for a in committed if not a.waits]
+        sends = (
+            [
+                self._publish_bind(
+                    {"requests": [_bind_request(a, now) for a in ready]},
+                    f"{ready[0].pod.key}@{ready[0].qp['cycle']}+{len(ready)}",
+                )
+            ]
+            if ready
+            else []
+        )
+        sends += [
+            self._publish_bind(_bind_request(a, now), f"{a.pod.key}@{a.qp['cycle']}")
+            for a in committed
+            if a.waits
+        ]
+        await asyncio.gather(*sends)
+        for a in committed:
             self.attempts.labels("scheduled", a.framework.profile).inc()
-            return _report(a.qp, "assumed")
+            self._observe_scheduled(a.qp)
+        return [_report(a.qp, "assumed") for a in committed]
 
-        return list(await asyncio.gather(*(hand(a) for a in committed)))
+    async def _publish_bind(self, body: BindRequest | BindBatch, msg_id: str) -> None:
+        data = pack(body)
+        await retry_forever(
+            "hand to binders",
+            lambda: self.rt.js.publish(BIND_SUBJECT, data, headers={"Nats-Msg-Id": msg_id}),
+            max_delay=1.0,
+        )
+
+    def _observe_scheduled(self, qp: QueuedPod) -> None:
+        attempts = qp["attempts"]
+        self.pod_attempts.observe(attempts)
+        if qp["initial_attempt_ts"]:
+            label = "15+" if attempts >= 15 else str(attempts)
+            self.sli_duration.labels(label).observe(time.time() - qp["initial_attempt_ts"])
 
     async def _record_failure(self, a: Attempt, err: Exception) -> Report:
         """PodScheduled=False with the reason, a FailedScheduling event, then the report."""
@@ -318,23 +481,67 @@ class Worker:
         self.attempts.labels(outcome, a.framework.profile).inc()
         report = _report(a.qp, outcome, message, plugins)
         updated = unschedulable_pod(a.qp["pod"], message, reason)
-        if updated is not None:
-            try:
-                report["seq"] = await write_pod(self.rt.js, updated, a.qp["seq"])
-            except Conflict:
-                pass  # the pod changed meanwhile; its update re-evaluates it
-            except Exception as err2:
-                log.warning("status of %s not written: %s", a.pod.key, err2)
+        nominate = a.preemption.nominated_node_name if a.preemption is not None else None
+        if nominate is not None:  # preemption's ModeOverride: set or clear the nomination
+            updated = with_nominated_node(updated or a.qp["pod"], nominate) or updated
+        written = updated is None or await self._write_status(a, updated, report)
+        if written and nominate is not None:
+            report["nominated_node"] = nominate
+            if nominate:
+                await self._preempt(a, nominate)
         event = make_event(
             a.qp["pod"], EVENT_FAILED_SCHEDULING, message, warning=True, action="Scheduling"
         )
-        await publish_event(self.rt.js, event)
+        await publish_event(self.rt.nc, event)
         log.info("pod unschedulable: %s", message, extra={"pod": a.pod.key, "cycle": a.qp["cycle"]})
         return report
+
+    async def _write_status(self, a: Attempt, updated: dict[str, Any], report: Report) -> bool:
+        """Write the pod's status conditionally on the version scheduled; False if not."""
+        try:
+            report["seq"] = await write_pod(self.rt.js, updated, a.qp["seq"])
+        except Conflict:
+            return False  # the pod changed meanwhile; its update re-evaluates it
+        except Exception as err:
+            log.warning("status of %s not written: %s", a.pod.key, err)
+            return False
+        return True
+
+    async def _preempt(self, a: Attempt, node: str) -> None:
+        """The act phase, once the preemptor's nomination is written: the victims go."""
+        assert a.preemption is not None
+        victims = a.preemption.victims
+        for v in victims:
+            self.terminating[v.key] = node
+        deleted = await act(self.rt.nc, a.qp["pod"], node, victims, a.preemption.lower_nominated)
+        self.preemption_victims.observe(len(victims))
+        log.info(
+            "preempted %d of %d victims on %s",
+            deleted,
+            len(victims),
+            node,
+            extra={"pod": a.pod.key, "cycle": a.qp["cycle"]},
+        )
 
     async def _report(self, reports: list[Report]) -> None:
         if reports:
             await request(self.rt.nc, QUEUE_REPORT, {"reports": reports}, timeout=10)
+
+
+def _bind_request(a: Attempt, now: float) -> BindRequest:
+    req: BindRequest = {
+        "key": a.pod.key,
+        "uid": a.qp["uid"],
+        "seq": a.qp["seq"],
+        "node": a.node,
+        "cycle": a.qp["cycle"],
+        "pod": a.qp["pod"],
+        "profile": a.framework.profile,
+        "assumed_at": now,
+    }
+    if a.waits:
+        req["permit_waits"] = {p: now + t for p, t in a.waits.items()}
+    return req
 
 
 def _report(
@@ -347,3 +554,10 @@ def _report(
         "message": message,
         "plugins": plugins or [],
     }
+
+
+def _rejection(a: Attempt, status: Status) -> Exception:
+    """A Permit rejection is kube's FitError on the chosen node; an error stays one."""
+    if not status.rejected:
+        return SchedulingError(status)
+    return FitError(a.pod.key, 1, Diagnosis({a.node: status}, {status.plugin}))

@@ -1,7 +1,8 @@
 """Watch events from the public cluster subjects, decoded and validated once.
 
-A watch event is `{"type": ADDED|MODIFIED|DELETED, "object": <Pod|Node>}` on
-`ksched.cluster.nodes.<name>` or `ksched.cluster.pods.<namespace>.<name>`.
+A watch event is `{"type": ADDED|MODIFIED|DELETED, "object": <Pod|Node|PDB>}` on
+`ksched.cluster.nodes.<name>`, `ksched.cluster.pods.<namespace>.<name>` or
+`ksched.cluster.pdbs.<namespace>.<name>` (PodDisruptionBudgets).
 The subject plays the part of the API server's URL: it fills a missing
 namespace/name in the object and must agree with the ones present.
 """
@@ -18,14 +19,23 @@ from shared.api.models import (
     EVENT_TYPES,
     Node,
     Pod,
+    PodGroup,
     describe_validation_error,
     validate_label,
     validate_subdomain,
 )
-from shared.subjects import NODES_PREFIX, PODS_PREFIX
+from shared.api.pdb import PodDisruptionBudget
+from shared.subjects import NODES_PREFIX, PDBS_PREFIX, PODGROUPS_PREFIX, PODS_PREFIX
 from shared.wire import DecodeError, decode_user_payload
 
-Kind = Literal["node", "pod"]
+Kind = Literal["node", "pod", "pdb", "podgroup"]
+ClusterObject = Node | Pod | PodDisruptionBudget | PodGroup
+_MODELS: dict[str, type[ClusterObject]] = {
+    "node": Node,
+    "pod": Pod,
+    "pdb": PodDisruptionBudget,
+    "podgroup": PodGroup,
+}
 
 
 class BadEvent(ValueError):
@@ -43,7 +53,7 @@ class SubjectRef:
 class ClusterEvent:
     kind: Kind
     type: str
-    obj: Pod | Node
+    obj: ClusterObject
     raw: dict[str, Any]  # the object as published, with namespace/name filled in
     subject: str
     seq: int  # stream sequence: the object's resourceVersion
@@ -54,13 +64,19 @@ def parse_subject(subject: str) -> SubjectRef:
         name = subject[len(NODES_PREFIX) + 1 :]
         if name:
             return SubjectRef("node", "", name)
-    elif subject.startswith(PODS_PREFIX + "."):
-        namespace, _, name = subject[len(PODS_PREFIX) + 1 :].partition(".")
-        if namespace and name:
-            return SubjectRef("pod", namespace, name)
+    for kind, prefix in (
+        ("pod", PODS_PREFIX),
+        ("pdb", PDBS_PREFIX),
+        ("podgroup", PODGROUPS_PREFIX),
+    ):
+        if subject.startswith(prefix + "."):
+            namespace, _, name = subject[len(prefix) + 1 :].partition(".")
+            if namespace and name:
+                return SubjectRef(kind, namespace, name)  # type: ignore[arg-type]
     raise BadEvent(
-        f"subject {subject!r} is not ksched.cluster.nodes.<name> or "
-        "ksched.cluster.pods.<namespace>.<name>"
+        f"subject {subject!r} is not ksched.cluster.nodes.<name>, "
+        "ksched.cluster.pods.<namespace>.<name>, ksched.cluster.pdbs.<namespace>.<name> "
+        "or ksched.cluster.podgroups.<namespace>.<name>"
     )
 
 
@@ -79,9 +95,9 @@ def decode_cluster_event(
         raise BadEvent(f"type must be one of {', '.join(EVENT_TYPES)}, got {etype!r}")
     raw = payload.get("object")
     if not isinstance(raw, dict):
-        raise BadEvent("object must be a Kubernetes Pod or Node object")
+        raise BadEvent("object must be a Kubernetes Pod, Node or PodDisruptionBudget object")
     raw = _fill_names(raw, ref)
-    model = Node if ref.kind == "node" else Pod
+    model = _MODELS[ref.kind]
     try:
         obj = model.model_validate(raw)
         _validate_names(obj)
@@ -92,11 +108,13 @@ def decode_cluster_event(
     return ClusterEvent(ref.kind, etype, obj, raw, subject, seq)
 
 
-def _validate_names(obj: Pod | Node) -> None:
+def _validate_names(obj: ClusterObject) -> None:
     if isinstance(obj, Node):
         validate_subdomain(obj.metadata.name, "node name")
+    elif isinstance(obj, PodDisruptionBudget):
+        validate_subdomain(obj.metadata.name, "PodDisruptionBudget name")
     else:
-        validate_subdomain(obj.metadata.name, "pod name")
+        validate_subdomain(obj.metadata.name, f"{obj.kind.lower()} name")
         validate_label(obj.metadata.namespace, "namespace")
 
 
@@ -108,7 +126,7 @@ def _fill_names(raw: dict[str, Any], ref: SubjectRef) -> dict[str, Any]:
         raise BadEvent("metadata must be an object")
     meta = dict(meta)
     _agree(meta, "name", ref.name)
-    if ref.kind == "pod":
+    if ref.kind != "node":
         _agree(meta, "namespace", ref.namespace)
     return {**raw, "metadata": meta}
 

@@ -255,6 +255,7 @@ class PodStatus(K8sModel):
     phase: str = ""
     conditions: list[PodCondition] = Field(default_factory=list)
     nominated_node_name: str = ""
+    start_time: str | None = None
 
 
 class Pod(K8sModel):
@@ -324,6 +325,30 @@ class Node(K8sModel):
     @property
     def allocatable(self) -> ResourceList:
         return self.status.allocatable or {}
+
+
+class PodGroupSpec(K8sModel):
+    min_member: int = Field(default=0, ge=0)
+    schedule_timeout_seconds: int | None = Field(default=None, ge=0)
+
+
+class PodGroup(K8sModel):
+    """scheduling.x-k8s.io/v1alpha1 PodGroup: the gang the Coscheduling plugin reads."""
+
+    api_version: str = "scheduling.x-k8s.io/v1alpha1"
+    kind: str = "PodGroup"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PodGroupSpec = Field(default_factory=PodGroupSpec)
+
+    @model_validator(mode="after")
+    def _kind(self) -> PodGroup:
+        if self.kind != "PodGroup":
+            raise ValueError(f"kind must be PodGroup, got {self.kind!r}")
+        return self
+
+    @property
+    def key(self) -> str:
+        return f"{self.metadata.namespace}/{self.metadata.name}"
 
 
 # --- watch events -------------------------------------------------------------

@@ -14,6 +14,9 @@ REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
 EVENT_SCHEDULED = "Scheduled"
 EVENT_FAILED_SCHEDULING = "FailedScheduling"
+EVENT_PREEMPTED = "Preempted"
+DISRUPTION_TARGET = "DisruptionTarget"
+REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
 
 def now_rfc3339() -> str:
@@ -67,6 +70,45 @@ def bound_pod(raw: dict[str, Any], node: str) -> dict[str, Any]:
 def unschedulable_pod(raw: dict[str, Any], message: str, reason: str = REASON_UNSCHEDULABLE):
     """`with_condition` for a failed cycle (None when already reported identically)."""
     return with_condition(raw, "False", reason, message)
+
+
+def with_nominated_node(raw: dict[str, Any], node: str) -> dict[str, Any] | None:
+    """The pod with status.nominatedNodeName set to `node` ("" removes it), or None when
+    it already is."""
+    status = raw.get("status") or {}
+    if (status.get("nominatedNodeName") or "") == node:
+        return None
+    new = copy.deepcopy(raw)
+    st = new.get("status") or {}
+    new["status"] = st
+    if node:
+        st["nominatedNodeName"] = node
+    else:
+        st.pop("nominatedNodeName", None)
+    return new
+
+
+def preempted_victim(raw: dict[str, Any], preemptor_scheduler: str) -> dict[str, Any]:
+    """The victim as deleted: with kube's DisruptionTarget condition saying why."""
+    new = copy.deepcopy(raw)
+    st = new.get("status") or {}
+    new["status"] = st
+    cond = {
+        "type": DISRUPTION_TARGET,
+        "status": "True",
+        "reason": REASON_PREEMPTION_BY_SCHEDULER,
+        "message": f"{preemptor_scheduler}: preempting to accommodate a higher priority pod",
+        "lastTransitionTime": now_rfc3339(),
+    }
+    conds = st.get("conditions") or []
+    others = [c for c in conds if not (isinstance(c, dict) and c.get("type") == DISRUPTION_TARGET)]
+    st["conditions"] = [*others, cond]
+    return new
+
+
+def preempted_message(preemptor: dict[str, Any], node: str) -> str:
+    uid = (preemptor.get("metadata") or {}).get("uid", "")
+    return f"Preempted by pod {uid} on node {node}"
 
 
 def scheduler_name(raw: dict[str, Any]) -> str:

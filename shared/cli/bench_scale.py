@@ -36,11 +36,8 @@ from shared.cli.workload import ZONE, ZONES, add_anti_affinity, add_spread, make
 from shared.client import PodTracker, publish_all
 from shared.devstack import LocalStack, temporary_stack
 from shared.invariants import audit
-from shared.observe import CONFLICTS_METRIC, metric_total, settle
+from shared.observe import PipelineCounters, pipeline_counters, settle
 from shared.perf import SAMPLE_INTERVAL, ThroughputCollector
-
-ASSUMED_METRIC = "ksched_assumed_pods"  # the cache's ksched_assumed_pods_total
-ATTEMPTS_METRIC = "scheduler_schedule_attempts"  # the workers', by result and profile
 
 
 @dataclass
@@ -103,13 +100,8 @@ class Session:
     def ports(self, service: str) -> list[int]:
         return [s.http_port for s in self.stack.services if s.name == service]
 
-    async def counters(self) -> tuple[int, dict[str, float], int, int]:
-        worker = await metric_total(self.ports("worker"), CONFLICTS_METRIC)
-        cache = await metric_total(self.ports("cache"), CONFLICTS_METRIC, by="plugin")
-        assumed = await metric_total(self.ports("cache"), ASSUMED_METRIC)
-        attempts = await metric_total(self.ports("worker"), ATTEMPTS_METRIC, by="result")
-        errors = int(attempts.get("error", 0))
-        return int(sum(worker.values())), cache, int(sum(assumed.values())), errors
+    async def counters(self) -> PipelineCounters:
+        return await pipeline_counters(self.ports("worker"), self.ports("cache"))
 
     async def _sample(self, collector: ThroughputCollector, pod_keys: list[str]) -> None:
         """Every second, how many of the run's pods are bound (scheduler_perf's way)."""
@@ -122,7 +114,7 @@ class Session:
     async def run(
         self, js: Any, name: str, pods: list[dict[str, Any]], timeout: float
     ) -> RunResult:
-        conflicts0, by_plugin0, assumed0, errors0 = await self.counters()
+        counters0 = await self.counters()
         pod_keys = [key(p) for p in pods]
         self.pods.update(zip(pod_keys, pods, strict=True))
         start = time.perf_counter()
@@ -134,8 +126,7 @@ class Session:
         finally:
             sampling.cancel()
         seconds = time.perf_counter() - start
-        conflicts1, by_plugin1, assumed1, errors1 = await self.counters()
-        refused = int(sum(by_plugin1.values()) - sum(by_plugin0.values()))
+        counted = (await self.counters()).minus(counters0)
         views = [self.tracker.pods[k] for k in pod_keys]
         bound_all = {k: v.node for k, v in self.tracker.pods.items() if v.node and k in self.pods}
         report = audit(self.nodes, self.pods, bound_all)
@@ -146,14 +137,10 @@ class Session:
             seconds=seconds,
             bound=sum(1 for v in views if v.node),
             unschedulable=sum(1 for v in views if not v.node),
-            conflicts=conflicts1 - conflicts0,
-            assumes_tried=assumed1 - assumed0 + refused,
-            conflicts_by_plugin={
-                plugin or "?": int(n - by_plugin0.get(plugin, 0))
-                for plugin, n in sorted(by_plugin1.items())
-                if n - by_plugin0.get(plugin, 0)
-            },
-            scheduler_errors=errors1 - errors0,
+            conflicts=counted.conflicts,
+            assumes_tried=counted.assumes_tried,
+            conflicts_by_plugin={p or "?": int(n) for p, n in counted.refused_by_plugin.items()},
+            scheduler_errors=counted.errors,
             overcommitted_nodes=len(report.overcommitted),
             violated_constraints=report.violated_constraints,
             double_bindings=sum(1 for v in self.tracker.pods.values() if v.bind_count > 1),

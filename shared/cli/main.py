@@ -3,7 +3,66 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+
+def _nats(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--nats",
+        default=os.environ.get("KSCHED_NATS_URL", "nats://127.0.0.1:4222"),
+        help="NATS server(s), comma separated (env KSCHED_NATS_URL)",
+    )
+
+
+def _namespace(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-n", "--namespace", default="default", help="the pods' namespace")
+
+
+def add_kubectl_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """kubectl's verbs against a running ksched (shared/cli/kubectl.py, top.py)."""
+    apply = sub.add_parser("apply", help="publish Pods, Nodes and workloads from manifests")
+    apply.add_argument("-f", "--filename", required=True, help="a file, a directory, or -")
+    _nats(apply)
+
+    delete = sub.add_parser("delete", help="delete pods or nodes (publishes DELETED)")
+    delete.add_argument("resource", help="pod or node")
+    delete.add_argument("names", nargs="+")
+    _namespace(delete)
+    _nats(delete)
+
+    get = sub.add_parser("get", help="list pods or nodes as kubectl does")
+    get.add_argument("resource", help="pods or nodes")
+    get.add_argument("names", nargs="*")
+    get.add_argument("-o", "--output", choices=("wide", "json", "yaml", "name"), default="")
+    get.add_argument("-w", "--watch", action="store_true", help="then print each change")
+    get.add_argument("-A", "--all-namespaces", action="store_true")
+    get.add_argument(
+        "--request-timeout", type=float, default=0, help="stop watching after this many seconds"
+    )
+    _namespace(get)
+    _nats(get)
+
+    describe = sub.add_parser("describe", help="a pod or node in detail, with scheduling reasons")
+    describe.add_argument("resource", help="pod or node")
+    describe.add_argument("name")
+    describe.add_argument(
+        "--config",
+        default=os.environ.get("KSCHED_CONFIG"),
+        help="KubeSchedulerConfiguration for the per-node reasons (env KSCHED_CONFIG)",
+    )
+    _namespace(describe)
+    _nats(describe)
+
+    top = sub.add_parser("top", help="live view: queues, pods/s, p99, conflicts, nodes, health")
+    top.add_argument("--interval", type=float, default=2.0, help="seconds between frames")
+    top.add_argument("--once", action="store_true", help="print one frame and exit")
+    top.add_argument("--nodes", type=int, default=20, help="node rows shown")
+    _nats(top)
+
+    status = sub.add_parser("status", help="every service instance (nats.micro discovery)")
+    status.add_argument("--wait", type=float, default=0.5, help="seconds to collect answers")
+    _nats(status)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,6 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     bb.add_argument("--init-pods", type=int, default=1000)
     bb.add_argument("--pods", type=int, default=10000, help="measured pods")
 
+    from shared.cli.bench import add_arguments
+
+    add_arguments(
+        sub.add_parser("bench", help="scheduler_perf's workloads end to end (make bench)")
+    )
+
     bs = sub.add_parser(
         "bench-scale",
         help="pods/s, assume conflicts and invariant 3 with 1, 2 and 4 workers; refresh cost",
@@ -74,7 +139,17 @@ def main(argv: list[str] | None = None) -> int:
     bs.add_argument("--skip-refresh", action="store_true", help="only the scheduling runs")
     bs.add_argument("--json", action="store_true")
 
+    add_kubectl_verbs(sub)
+
     args = parser.parse_args(argv)
+    if args.command in ("apply", "delete", "get", "describe"):
+        from shared.cli.kubectl import run
+
+        return run(args)
+    if args.command in ("top", "status"):
+        from shared.cli.top import run as run_top
+
+        return run_top(args)
     if args.command == "demo":
         from shared.cli.demo import run_demo
 
@@ -91,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         from shared.cli.bench_baseline import run_bench_baseline
 
         return run_bench_baseline(args)
+    if args.command == "bench":
+        from shared.cli.bench import run_bench
+
+        return run_bench(args)
     if args.command == "bench-scale":
         from shared.cli.bench_scale import run_bench_scale
 

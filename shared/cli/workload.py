@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from shared.podgroups import MIN_AVAILABLE_ANNOTATION, POD_GROUP_LABEL
+
 ZONES = ("zone-a", "zone-b", "zone-c")
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -32,6 +34,7 @@ def make_pod(
     namespace: str = "default",
     labels: dict[str, str] | None = None,
     priority: int | None = None,
+    node: str = "",
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "containers": [
@@ -44,6 +47,8 @@ def make_pod(
     }
     if priority is not None:
         spec["priority"] = priority
+    if node:  # already bound (a running pod)
+        spec["nodeName"] = node
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -53,6 +58,79 @@ def make_pod(
             "uid": f"uid-{namespace}-{name}",
             "labels": labels or {"app": name.rsplit("-", 1)[0]},
         },
+        "spec": spec,
+    }
+
+
+def make_pdb(
+    name: str,
+    labels: dict[str, str],
+    *,
+    namespace: str = "default",
+    min_available: int | str | None = None,
+    max_unavailable: int | str | None = None,
+    disruptions_allowed: int | None = None,
+) -> dict[str, Any]:
+    """A policy/v1 PodDisruptionBudget over the pods with these labels."""
+    spec: dict[str, Any] = {"selector": {"matchLabels": labels}}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    if max_unavailable is not None:
+        spec["maxUnavailable"] = max_unavailable
+    pdb: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+    if disruptions_allowed is not None:
+        pdb["status"] = {"disruptionsAllowed": disruptions_allowed}
+    return pdb
+
+
+def preemption_async(
+    nodes: int, init_pods: int, preemptors: int, *, cpu: str = "4", memory: str = "16Gi"
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """scheduler_perf's PreemptionAsync shape: nodes filled by low-priority init pods,
+    then high-priority preemptors that each need one victim's room (5000 nodes, 20000
+    init pods, 5000 preemptors upstream). Returns (nodes, init pods, preemptors); the
+    init pods fill the nodes exactly when init_pods = 4 * nodes."""
+    node_objs = [
+        make_node(f"node-{i:05d}", cpu=cpu, memory=memory, zone=ZONES[i % len(ZONES)])
+        for i in range(nodes)
+    ]
+    low = [
+        make_pod(f"init-{i:06d}", cpu="1", memory="4Gi", priority=0, labels={"app": "init"})
+        for i in range(init_pods)
+    ]
+    high = [
+        make_pod(f"preemptor-{i:06d}", cpu="1", memory="4Gi", priority=10, labels={"app": "hi"})
+        for i in range(preemptors)
+    ]
+    return node_objs, low, high
+
+
+def make_gang_pod(
+    name: str, group: str, *, min_available: int | None = None, **kwargs: Any
+) -> dict[str, Any]:
+    """A pod of pod group `group` (Coscheduling), with the min-available annotation
+    when the group has no PodGroup object."""
+    pod = make_pod(name, labels={POD_GROUP_LABEL: group}, **kwargs)
+    if min_available is not None:
+        pod["metadata"]["annotations"] = {MIN_AVAILABLE_ANNOTATION: str(min_available)}
+    return pod
+
+
+def make_pod_group(
+    name: str, min_member: int, *, timeout_seconds: int | None = None, namespace: str = "default"
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"minMember": min_member}
+    if timeout_seconds is not None:
+        spec["scheduleTimeoutSeconds"] = timeout_seconds
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
 

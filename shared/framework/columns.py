@@ -140,6 +140,10 @@ class NodeColumns:
         self.index = {info.name: i for i, info in enumerate(self.infos)}
         self.version = 0  # bumped on every row update, for caches keyed on the columns
         self.oversized = False  # some resource amount did not fit a column (SAFE_AMOUNT)
+        # Bounds of every amount ever stored (never lowered): a plugin can tell from them
+        # alone that its arithmetic cannot overflow, without reducing a column per pod.
+        self.amount_bound = 0
+        self.negative = False
         self.num_pods = np.zeros(n, dtype=np.int64)
         self.nonzero_cpu = np.zeros(n, dtype=np.int64)
         self.nonzero_memory = np.zeros(n, dtype=np.int64)
@@ -234,6 +238,10 @@ class NodeColumns:
         return np.fromiter(amounts, dtype=np.int64, count=self.n)
 
     def _amount(self, value: int) -> int:
+        if value > self.amount_bound:
+            self.amount_bound = value
+        elif value < 0:
+            self.negative = True
         if -SAFE_AMOUNT <= value <= SAFE_AMOUNT:
             return value
         self.oversized = True
@@ -291,16 +299,19 @@ class NodeColumns:
         mask[rows] = True
         return mask
 
-    def per_taint_group(self, value: Callable[[list[Taint]], int]) -> IntArray:
-        """value(taints) for each node, computed once per distinct taint set."""
+    def per_taint_group(
+        self, value: Callable[[list[Taint]], int], rows: IntArray | None = None
+    ) -> IntArray:
+        """value(taints) for each node (or each of `rows`), once per distinct taint set."""
         table = np.fromiter(
             (value(taints) for taints in self.taint_groups),
             dtype=np.int64,
             count=len(self.taint_groups),
         )
+        groups = self.taint_group if rows is None else self.taint_group[rows]
         if len(table) == 0:
-            return np.zeros(self.n, dtype=np.int64)
-        return table[self.taint_group]
+            return np.zeros(len(groups), dtype=np.int64)
+        return table[groups]
 
 
 # --- selectors over columns (the batch twins of selectors.py's matches) -------------

@@ -34,9 +34,11 @@ class FitError(Exception):
         if self.diagnosis.pre_filter_msg:
             msg = f"{prefix}: {self.diagnosis.pre_filter_msg}."
         else:
-            histogram: Counter[str] = Counter()
-            for status in self.diagnosis.node_to_status.values():
-                histogram.update(status.reasons)
+            histogram = Counter(
+                reason
+                for status in self.diagnosis.node_to_status.values()
+                for reason in status.reasons
+            )
             parts = sorted(f"{count} {reason}" for reason, count in histogram.items())
             msg = f"{prefix}: {', '.join(parts)}."
         if self.diagnosis.post_filter_msg:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from shared.framework.status import Status
 from shared.framework.types import NodeInfo, PodInfo
@@ -44,7 +44,15 @@ class PreFilterResult:
 
 @dataclass
 class PostFilterResult:
+    """A PostFilter's outcome for the pod's nomination (kube's NominatingInfo with
+    ModeOverride): the node to nominate, or "" to clear the nomination. Preemption
+    also names what the caller must do (the act phase, I/O, is not the plugin's):
+    delete `victims`, and clear the nomination of `lower_nominated` (lower-priority
+    pods nominated to the same node, which may no longer fit there)."""
+
     nominated_node_name: str = ""
+    victims: list[PodInfo] = field(default_factory=list)
+    lower_nominated: list[PodInfo] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,14 @@ class SortablePod(Protocol):
     timestamp: float
 
 
+class QueuedSortablePod(SortablePod, Protocol):
+    """What the queue's pods offer a QueueSort plugin's sort key (QueuedPodInfo)."""
+
+    key: str
+    raw: dict
+    initial_attempt_timestamp: float | None
+
+
 @runtime_checkable
 class Plugin(Protocol):
     name: str
@@ -75,6 +91,13 @@ class Plugin(Protocol):
 @runtime_checkable
 class QueueSortPlugin(Plugin, Protocol):
     def less(self, a: SortablePod, b: SortablePod) -> bool: ...
+
+
+@runtime_checkable
+class QueueSortKeyPlugin(Plugin, Protocol):
+    """A QueueSort whose order is a key (what `less` compares): the queue's heap uses it."""
+
+    def sort_key(self, pod: QueuedSortablePod) -> tuple[Any, ...]: ...
 
 
 @runtime_checkable

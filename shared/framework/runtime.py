@@ -17,11 +17,14 @@ from shared.framework.interface import (
     MIN_NODE_SCORE,
     BatchFilterPlugin,
     BatchScorePlugin,
+    BindPlugin,
     FilterPlugin,
     NodeScore,
     PermitPlugin,
+    PostBindPlugin,
     PostFilterPlugin,
     PostFilterResult,
+    PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
@@ -34,6 +37,7 @@ from shared.framework.profile import PluginFactory, ProfilePlugins, build_profil
 from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
+from shared.framework.waiting_pods import MAX_PERMIT_TIMEOUT
 
 
 @dataclass
@@ -75,7 +79,12 @@ class Framework:
         self.scores = cast(list[ScorePlugin], points["score"])
         self.reserves = cast(list[ReservePlugin], points["reserve"])
         self.permits = cast(list[PermitPlugin], points["permit"])
+        self.pre_binds = cast(list[PreBindPlugin], points["preBind"])
+        self.binds = cast(list[BindPlugin], points["bind"])
+        self.post_binds = cast(list[PostBindPlugin], points["postBind"])
         self.weights = plugins.weights
+        self.filter_names = frozenset(p.name for p in [*self.pre_filters, *self.filters])
+        handle.runner = self  # PostFilter plugins run Filter through it
         # Which plugins have the batch forms (checked once: isinstance on a Protocol is slow).
         self._batch_filter = [isinstance(p, BatchFilterPlugin) for p in self.filters]
         self._batch_score = [isinstance(p, BatchScorePlugin) for p in self.scores]
@@ -191,14 +200,41 @@ class Framework:
             if nominated.pod.spec.priority < priority or nominated.pod.metadata.uid == uid:
                 continue
             node_out.add_pod(nominated)
-            for plugin in self.pre_filters:
-                ext = plugin.pre_filter_extensions()
-                if ext is None or plugin.name in state.skip_filter_plugins:
-                    continue
-                status = ext.add_pod(state_out, pod, nominated, node_out)
-                if not status.ok:
-                    return Status(Code.ERROR, status.reasons, plugin=plugin.name)
+            status = self.run_pre_filter_extension_add_pod(state_out, pod, nominated, node_out)
+            if not status.ok:
+                return status
         return state_out, node_out
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo
+    ) -> Status:
+        """PreFilterExtensions.AddPod of every PreFilter plugin that ran: `pod_to_add` is
+        now on `node` (already added to it), their cycle state follows."""
+        return self._run_extensions(state, pod, pod_to_add, node, add=True)
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo
+    ) -> Status:
+        """PreFilterExtensions.RemovePod, the inverse (the pod is already off the node)."""
+        return self._run_extensions(state, pod, pod_to_remove, node, add=False)
+
+    def _run_extensions(
+        self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo, *, add: bool
+    ) -> Status:
+        for plugin in self.pre_filters:
+            ext = plugin.pre_filter_extensions()
+            if ext is None or plugin.name in state.skip_filter_plugins:
+                continue
+            try:
+                if add:
+                    status = ext.add_pod(state, pod, other, node)
+                else:
+                    status = ext.remove_pod(state, pod, other, node)
+            except Exception as err:
+                return _as_error(plugin.name, "AddPod" if add else "RemovePod", err)
+            if not status.ok:
+                return Status(Code.ERROR, status.reasons, plugin=plugin.name)
+        return SUCCESS
 
     def run_filter_plugins_batch(
         self, state: CycleState, pod: PodInfo, nodes: NodeColumns
@@ -235,6 +271,33 @@ class Framework:
             result.statuses[row] = status
         return result
 
+    def filter_statuses(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeColumns,
+        rows: IntArray,
+        first_rejecter: IntArray,
+    ) -> dict[int, Status]:
+        """Statuses of rejected rows from the plugins that can give them for many nodes at
+        once (`filter_statuses`), grouped by the plugin that rejected each row; rows not
+        covered are left to `filter_status`."""
+        found: dict[int, Status] = {}
+        rejecters = first_rejecter[rows]
+        for k in np.unique(rejecters).tolist():
+            plugin = self.filters[k] if k >= 0 else None
+            batch = getattr(plugin, "filter_statuses", None)
+            if batch is None:
+                continue
+            group = rows[rejecters == k]
+            try:
+                statuses = batch(state, pod, nodes, group)
+            except Exception:
+                statuses = None
+            if statuses is not None:
+                found.update(zip(group.tolist(), statuses, strict=True))
+        return found
+
     def filter_status(
         self, state: CycleState, pod: PodInfo, node: NodeInfo, first_rejecter: int
     ) -> Status:
@@ -255,16 +318,27 @@ class Framework:
     def run_post_filter_plugins(
         self, state: CycleState, pod: PodInfo, node_to_status: dict[str, Status]
     ) -> tuple[PostFilterResult | None, Status]:
+        """RunPostFilterPlugins: the first success wins; an unresolvable status or an
+        error stops; else the rejections' reasons, with the last result that asked to
+        change the nomination (a None result leaves it as it is)."""
         reasons: list[str] = []
+        kept: PostFilterResult | None = None
+        rejector = ""
         for plugin in self.post_filters:
-            result, status = plugin.post_filter(state, pod, node_to_status)
-            if status.ok:
+            try:
+                result, status = plugin.post_filter(state, pod, node_to_status)
+            except Exception as err:
+                return None, _as_error(plugin.name, "PostFilter", err)
+            status.plugin = plugin.name
+            if status.ok or status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return result, status
             if status.code != Code.UNSCHEDULABLE:
-                status.plugin = plugin.name
-                return None, status
+                return None, Status(Code.ERROR, status.reasons, plugin=plugin.name)
+            if result is not None:
+                kept = result
             reasons += status.reasons
-        return None, Status(Code.UNSCHEDULABLE, reasons)
+            rejector = rejector or plugin.name
+        return kept, Status(Code.UNSCHEDULABLE, reasons, plugin=rejector)
 
     # --- PreScore / Score -----------------------------------------------------
 
@@ -393,23 +467,69 @@ class Framework:
 
     def run_reserve_plugins_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
         for plugin in reversed(self.reserves):  # undo in reverse order, as kube-scheduler
-            plugin.unreserve(state, pod, node)
+            try:
+                plugin.unreserve(state, pod, node)
+            except Exception:  # Unreserve must reach every plugin
+                continue
 
     def run_permit_plugins(
         self, state: CycleState, pod: PodInfo, node: str
-    ) -> tuple[Status, float]:
-        """Success, a rejection, or Wait with the shortest timeout any plugin asked for."""
-        wait: float | None = None
+    ) -> tuple[Status, dict[str, float]]:
+        """Success, a rejection (Unschedulable, with the plugin), or Wait with the
+        timeout of each plugin that asked to wait (capped, as kube caps at maxTimeout)."""
+        waits: dict[str, float] = {}
         for plugin in self.permits:
-            status, timeout = plugin.permit(state, pod, node)
+            try:
+                status, timeout = plugin.permit(state, pod, node)
+            except Exception as err:
+                return _as_error(plugin.name, "Permit", err), {}
             if status.code == Code.WAIT:
-                wait = timeout if wait is None else min(wait, timeout)
+                waits[plugin.name] = min(max(timeout, 0.0), MAX_PERMIT_TIMEOUT)
             elif not status.ok:
                 status.plugin = plugin.name
-                return status, 0.0
-        if wait is not None:
-            return Status(Code.WAIT), wait
-        return SUCCESS, 0.0
+                if not status.rejected:
+                    status = Status(Code.ERROR, status.reasons, plugin=plugin.name)
+                return status, {}
+        if waits:
+            return Status(Code.WAIT), waits
+        return SUCCESS, {}
+
+    # --- PreBind / Bind / PostBind (the binding cycle, run by the binder) ----------
+
+    async def run_pre_bind_plugins(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        for plugin in self.pre_binds:
+            try:
+                status = await plugin.pre_bind(state, pod, node)
+            except Exception as err:
+                return _as_error(plugin.name, "PreBind", err)
+            if status.code == Code.SKIP:
+                continue
+            if not status.ok:
+                status.plugin = plugin.name
+                return status
+        return SUCCESS
+
+    async def run_bind_plugins(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """The first Bind plugin that does not Skip binds the pod."""
+        for plugin in self.binds:
+            try:
+                status = await plugin.bind(state, pod, node)
+            except Exception as err:
+                return _as_error(plugin.name, "Bind", err)
+            if status.code == Code.SKIP:
+                continue
+            if not status.ok:
+                status.plugin = plugin.name
+            return status
+        return Status(Code.SKIP, ["no bind plugin bound the pod"])
+
+    async def run_post_bind_plugins(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Informational: a failing PostBind changes nothing about the binding."""
+        for plugin in self.post_binds:
+            try:
+                await plugin.post_bind(state, pod, node)
+            except Exception:  # kube ignores PostBind outcomes too
+                continue
 
     def less(self, a: Any, b: Any) -> bool:
         return self.queue_sort.less(a, b)

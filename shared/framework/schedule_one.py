@@ -14,6 +14,7 @@ import numpy as np
 from shared.framework.columns import IntArray, NodeColumns, NodeRows
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import Diagnosis, FitError
+from shared.framework.interface import PostFilterResult
 from shared.framework.runtime import (
     BatchFilterResult,
     Framework,
@@ -88,6 +89,9 @@ class Scheduler:
             raise FitError(pod.key, 0, Diagnosis())
         diagnosis = Diagnosis()
         nodes = self._pre_filter(state, pod, all_nodes, diagnosis)
+        if nodes and self._fits_nominated_node(state, pod, snapshot):
+            # Preemption made room there in an earlier cycle: likely the only node that fits.
+            return ScheduleResult(pod.pod.status.nominated_node_name, 1, 1)
         if nodes is all_nodes and self.batch:
             # Every node is a candidate: Filter them all at once if the plugins can.
             batch = self.fw.run_filter_plugins_batch(state, pod, snapshot.columns)
@@ -106,6 +110,31 @@ class Scheduler:
         if not status.ok:
             raise SchedulingError(status)
         return ScheduleResult(select_host(scores, self.rng), evaluated, len(feasible))
+
+    def _fits_nominated_node(
+        self, state: CycleState, pod: PodInfo, snapshot: ClusterSnapshot
+    ) -> bool:
+        """evaluateNominatedNode: whether the pod passes Filter on its nominated node."""
+        name = pod.pod.status.nominated_node_name
+        node = snapshot.get(name) if name else None
+        if node is None or node.raw_node is None:
+            return False
+        status = self.fw.run_filter_plugins_with_nominated_pods(state, pod, node)
+        if status.code == Code.ERROR:
+            raise SchedulingError(status)
+        return status.ok
+
+    def run_post_filter(
+        self, state: CycleState, pod: PodInfo, err: FitError
+    ) -> PostFilterResult | None:
+        """The PostFilter plugins (preemption) for a pod that fits nowhere. Their message
+        joins the FitError's; the result says what becomes of the pod's nomination (None:
+        it stays as it is)."""
+        if not self.fw.post_filters or err.num_all_nodes == 0:
+            return None
+        result, status = self.fw.run_post_filter_plugins(state, pod, err.diagnosis.node_to_status)
+        err.diagnosis.post_filter_msg = status.message()
+        return result
 
     def find_nodes_that_fit(
         self, state: CycleState, pod: PodInfo, all_nodes: list[NodeInfo]
@@ -173,10 +202,14 @@ class Scheduler:
     ) -> Diagnosis:
         """Every node was rejected: the per-node statuses the FitError message needs."""
         diagnosis = Diagnosis()
-        for row in np.flatnonzero(~batch.feasible).tolist():
+        rejected = np.flatnonzero(~batch.feasible)
+        known = self.fw.filter_statuses(state, pod, nodes, rejected, batch.first_rejecter)
+        for row in rejected.tolist():
             info = nodes.infos[row]
             if row in batch.statuses:
                 status = batch.statuses[row]
+            elif row in known:
+                status = known[row]
             else:
                 status = self.fw.filter_status(state, pod, info, int(batch.first_rejecter[row]))
             if status.code == Code.ERROR:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from shared.api.models import Node, Pod
 from shared.api.quantity import parse_nonnegative, resource_amount
 from shared.api.resources import pod_host_ports, pod_requests_and_nonzero
+from shared.wire import pack, unpack
 
 HostPort = tuple[str, str, int]  # (hostIP, protocol, port)
 
@@ -30,9 +30,29 @@ class PodResources:
 
     @classmethod
     def of(cls, raw_pod: dict[str, Any]) -> PodResources:
+        """Pods of one template share their containers: computed once per distinct
+        (containers, initContainers, overhead), which exact Fraction sums make dear."""
         spec = raw_pod.get("spec") or {}
+        try:
+            key = pack((spec.get("containers"), spec.get("initContainers"), spec.get("overhead")))
+        except (TypeError, ValueError):  # not plain data: computed (and rejected) below
+            return cls._compute(spec)
+        known = _RESOURCES.get(key)
+        if known is None:
+            known = cls._compute(spec)
+            if len(_RESOURCES) >= _RESOURCES_MAX:
+                _RESOURCES.clear()
+            _RESOURCES[key] = known
+        return known
+
+    @classmethod
+    def _compute(cls, spec: dict[str, Any]) -> PodResources:
         requests, (cpu, memory) = pod_requests_and_nonzero(spec)
         return cls(requests, cpu, memory, tuple(pod_host_ports(spec)))
+
+
+_RESOURCES: dict[bytes, PodResources] = {}  # shared: callers never mutate a PodResources
+_RESOURCES_MAX = 4096
 
 
 class PodInfo:
@@ -42,54 +62,140 @@ class PodInfo:
     that a pod already on a node is not re-parsed for every pod scheduled.
     """
 
-    __slots__ = ("__dict__", "derived", "pod", "raw", "resources", "version")
+    # Slots, and caches filled on first use (functools.cached_property takes a lock
+    # on every read in Python 3.11; these are read for every pod on every node).
+    __slots__ = (
+        "_anti",
+        "_key",
+        "_pod",
+        "_pod_affinity",
+        "_slim",
+        "derived",
+        "raw",
+        "resources",
+        "version",
+    )
 
-    def __init__(self, pod: Pod, raw: dict[str, Any], resources: PodResources, version: int = 0):
-        self.pod = pod
+    def __init__(
+        self, pod: Pod | None, raw: dict[str, Any], resources: PodResources, version: int = 0
+    ):
+        self._pod = pod  # None: parsed from `raw` on first use
         self.raw = raw
         self.resources = resources
         self.version = version  # stream sequence of the pod version, 0 if unknown
         self.derived: dict[str, Any] = {}
+        self._key: str | None = None
+        self._slim: bytes | None = None
+        self._pod_affinity: bool | None = None
+        self._anti: bool | None = None
 
     @classmethod
     def of(cls, raw: dict[str, Any], version: int = 0) -> PodInfo:
+        """Validated now: a pod that enters the scheduler."""
         return cls(Pod.model_validate(raw), raw, PodResources.of(raw), version)
 
     @property
+    def pod(self) -> Pod:
+        if self._pod is None:
+            self._pod = Pod.model_validate(self.raw)
+        return self._pod
+
+    @property
     def key(self) -> str:
-        return self.pod.key
+        if self._key is None:
+            meta = self.raw.get("metadata") or {}
+            self._key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+        return self._key
 
-    @cached_property
+    # Affinity flags read the raw pod, so that pods on nodes are not parsed for them.
+    @property
     def has_affinity(self) -> bool:
-        aff = self.pod.spec.affinity
-        return aff is not None and (aff.pod_affinity or aff.pod_anti_affinity) is not None
+        if self._pod_affinity is None:
+            aff = (self.raw.get("spec") or {}).get("affinity") or {}
+            self._pod_affinity = (
+                aff.get("podAffinity") is not None or aff.get("podAntiAffinity") is not None
+            )
+        return self._pod_affinity
 
-    @cached_property
+    @property
     def has_required_anti_affinity(self) -> bool:
-        aff = self.pod.spec.affinity
-        anti = aff.pod_anti_affinity if aff is not None else None
-        return anti is not None and bool(anti.required_during_scheduling_ignored_during_execution)
+        if self._anti is None:
+            aff = (self.raw.get("spec") or {}).get("affinity") or {}
+            anti = aff.get("podAntiAffinity")
+            self._anti = anti is not None and bool(
+                anti.get("requiredDuringSchedulingIgnoredDuringExecution")
+            )
+        return self._anti
 
     def slim(self) -> dict[str, Any]:
-        """The fields of the pod that plugins read of pods already on a node."""
-        meta = self.raw.get("metadata") or {}
-        spec = self.raw.get("spec") or {}
-        keep_spec = (
-            "nodeName",
-            "schedulerName",
-            "priority",
-            "affinity",
-            "containers",
-            "initContainers",
-            "overhead",
-            "tolerations",
-            "nodeSelector",
-        )
-        keep_meta = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp")
-        return {
-            "metadata": {k: meta[k] for k in keep_meta if k in meta},
-            "spec": {k: spec[k] for k in keep_spec if k in spec},
-        }
+        return slim_pod(self.raw)
+
+    @property
+    def slim_bytes(self) -> bytes:
+        """slim() packed: what the cache's records carry, and what readers compare to
+        tell an unchanged pod from a new one without parsing it."""
+        if self._slim is None:
+            self._slim = pack(self.slim())
+        return self._slim
+
+    def with_version(self, version: int) -> PodInfo:
+        """The same pod at another version (bound, status updated): nothing re-parsed."""
+        copy = PodInfo(self._pod, self.raw, self.resources, version)
+        copy.derived = self.derived
+        copy._key, copy._slim = self._key, self._slim
+        copy._pod_affinity, copy._anti = self._pod_affinity, self._anti
+        return copy
+
+    @classmethod
+    def updated(cls, known: PodInfo | None, raw: dict[str, Any], version: int) -> PodInfo:
+        """A new version of a pod: `known` re-versioned when the fields plugins read
+        are unchanged (a binding, a status update), else parsed."""
+        slim = pack(slim_pod(raw))
+        if known is not None and known.slim_bytes == slim:
+            return known.with_version(version)
+        info = cls.of(raw, version)
+        info._slim = slim
+        return info
+
+    @classmethod
+    def lazy(cls, raw: dict[str, Any], version: int = 0) -> PodInfo:
+        """A pod validated before (when it entered): parsed when a plugin first reads it."""
+        return cls(None, raw, PodResources.of(raw), version)
+
+    @classmethod
+    def of_slim(cls, data: bytes, version: int) -> PodInfo:
+        """A pod of a cache record."""
+        info = cls.lazy(unpack(data), version)
+        info._slim = data
+        return info
+
+
+_SLIM_SPEC = (
+    "schedulerName",
+    "priority",
+    "affinity",
+    "containers",
+    "initContainers",
+    "overhead",
+    "tolerations",
+    "nodeSelector",
+)
+_SLIM_META = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp")
+
+
+def slim_pod(raw: dict[str, Any]) -> dict[str, Any]:
+    """The fields plugins read of pods already on a node. Not nodeName (the NodeInfo
+    holding the pod says where it is): binding a pod leaves its slim form unchanged."""
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    slim = {
+        "metadata": {k: meta[k] for k in _SLIM_META if k in meta},
+        "spec": {k: spec[k] for k in _SLIM_SPEC if k in spec},
+    }
+    start = (raw.get("status") or {}).get("startTime")
+    if start:  # preemption orders victims of equal priority by it
+        slim["status"] = {"startTime": start}
+    return slim
 
 
 @dataclass
@@ -123,6 +229,10 @@ class NodeInfo:
     # Filled by the snapshot: image name -> size and how many nodes have it.
     image_states: dict[str, ImageStateSummary] = field(default_factory=dict)
     _node: Node | None = field(default=None, repr=False)
+    # How many of `pods` have pod (anti-)affinity / required anti-affinity: kept with
+    # the pods, so that indexes of such nodes need not walk them on every change.
+    affinity_pods: int = 0
+    anti_affinity_pods: int = 0
 
     def set_node(self, raw_node: dict[str, Any] | None) -> None:
         self.raw_node = raw_node
@@ -163,32 +273,38 @@ class NodeInfo:
             self.name,
             self.raw_node,
             dict(self.allocatable),
-            Counter(self.requested),
+            _copy(self.requested),
             self.nonzero_cpu,
             self.nonzero_memory,
-            Counter(self.used_ports),
+            _copy(self.used_ports),
             self.generation,
             dict(self.pods),
             self.image_states,
         )
         copy._node = self._node
+        copy.affinity_pods, copy.anti_affinity_pods = self.affinity_pods, self.anti_affinity_pods
         return copy
 
     def add_pod(self, pod: PodInfo) -> None:
         old = self.pods.get(pod.key)
         if old is not None:
-            self._account(old.resources, -1)
+            self._account(old, -1)
         self.pods[pod.key] = pod
-        self._account(pod.resources, +1)
+        self._account(pod, +1)
 
     def remove_pod(self, key: str) -> bool:
         pod = self.pods.pop(key, None)
         if pod is None:
             return False
-        self._account(pod.resources, -1)
+        self._account(pod, -1)
         return True
 
-    def _account(self, res: PodResources, sign: int) -> None:
+    def _account(self, pod: PodInfo, sign: int) -> None:
+        if pod.has_affinity:
+            self.affinity_pods += sign
+            if pod.has_required_anti_affinity:
+                self.anti_affinity_pods += sign
+        res = pod.resources
         for name, amount in res.requests.items():
             self.requested[name] += sign * amount
             if self.requested[name] == 0:
@@ -201,24 +317,54 @@ class NodeInfo:
                 del self.used_ports[port]
 
     def to_record(self) -> dict[str, Any]:
-        """The worker's view; each pod as [key, version, slim pod] so that a reader
-        re-parses only the pods whose version it has not seen."""
+        """The worker's view; each pod as [key, version, packed slim pod] so that a
+        reader parses only the pods it does not hold already."""
         return {
             "name": self.name,
             "node": self.raw_node,
             "generation": self.generation,
-            "pods": [[p.key, p.version, p.slim()] for p in self.pods.values()],
+            "pods": [[p.key, p.version, p.slim_bytes] for p in self.pods.values()],
         }
 
     @classmethod
-    def from_record(cls, rec: dict[str, Any], known: dict[str, PodInfo] | None = None) -> NodeInfo:
-        """Rebuild from a record, reusing PodInfos from `known` whose version matches."""
-        info = cls(name=rec["name"], generation=rec["generation"])
-        info.set_node(rec["node"])
-        known = known or {}
+    def from_record(cls, rec: dict[str, Any], old: NodeInfo | None = None) -> NodeInfo:
+        """Rebuild from a record. With `old` (this node's previous NodeInfo), start from a
+        copy of it and apply only the differences: the node object when it changed,
+        pods gone, and pods new or changed (a pod whose version or packed slim form is
+        unchanged is not parsed again)."""
+        if old is None:
+            info = cls(name=rec["name"])
+            info.set_node(rec["node"])
+        else:
+            info = old.clone()
+            if old.raw_node is None or old.raw_node != rec["node"]:
+                info.set_node(rec["node"])
+        info.generation = rec["generation"]
+        known = old.pods if old is not None else {}
+        listed = set()
         for key, version, slim in rec["pods"]:
-            pod = known.get(key)
-            if pod is None or pod.version != version or version == 0:
-                pod = PodInfo.of(slim, version)
-            info.add_pod(pod)
+            listed.add(key)
+            current = known.get(key)
+            pod = _reuse(current, version, slim)
+            if pod is not current:
+                info.add_pod(pod)
+        for key in known.keys() - listed:
+            info.remove_pod(key)
         return info
+
+
+def _copy(counter: Counter[Any]) -> Counter[Any]:
+    """Counter(counter) goes through Counter.update's generic path; this does not."""
+    copy: Counter[Any] = Counter()
+    if counter:
+        dict.update(copy, counter)
+    return copy
+
+
+def _reuse(known: PodInfo | None, version: int, slim: bytes) -> PodInfo:
+    if known is not None:
+        if known.version == version != 0:
+            return known
+        if known.slim_bytes == slim:  # the same pod content, e.g. now bound
+            return known if known.version == version else known.with_version(version)
+    return PodInfo.of_slim(slim, version)

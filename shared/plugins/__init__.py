@@ -24,6 +24,8 @@ MODULES: dict[str, str] = {
     "InterPodAffinity": "interpodaffinity",
     "PodTopologySpread": "podtopologyspread",
     "DefaultBinder": "defaultbinder",
+    "DefaultPreemption": "defaultpreemption",
+    "Coscheduling": "coscheduling",
 }
 
 

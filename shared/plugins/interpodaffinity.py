@@ -44,7 +44,7 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.selectors import label_selector_matches
-from shared.framework.snapshot import Handle
+from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import SUCCESS, Code, Status, unschedulable
 from shared.framework.types import NodeInfo, PodInfo
 
@@ -364,6 +364,124 @@ def _process_terms(
 # --- the plugin -----------------------------------------------------------------
 
 
+# --- existing pods' required anti-affinity, kept per node -------------------------
+
+TermKey = tuple[Any, ...]
+_ANTI_KEYS = f"{NAME}.anti_keys"  # PodInfo.derived: the required anti terms with keys
+
+
+def term_key(term: AffinityTerm) -> TermKey:
+    """What decides which pods a term selects, and where: equal keys, equal verdicts."""
+
+    def sel(selector: LabelSelector | None) -> str | None:
+        return None if selector is None else selector.model_dump_json()
+
+    return (
+        term.namespaces,
+        sel(term.namespace_selector),
+        sel(term.selector),
+        term.topology_key,
+    )
+
+
+def _anti_terms_with_keys(pod_info: PodInfo) -> list[tuple[TermKey, AffinityTerm]]:
+    cached = pod_info.derived.get(_ANTI_KEYS)
+    if cached is None:
+        terms = pod_terms(pod_info).required_anti_affinity
+        cached = pod_info.derived[_ANTI_KEYS] = [(term_key(t), t) for t in terms]
+    return cached
+
+
+@dataclass
+class ExistingAntiAffinityIndex:
+    """Per distinct required anti-affinity term of the pods on the nodes, the topology
+    pairs holding such pods and how many: what PreFilter's existing-anti-affinity count
+    sums over the terms that match the incoming pod. Kept up to date from the
+    snapshot's change log, so a cycle no longer walks every pod with anti-affinity."""
+
+    snapshot: ClusterSnapshot | None = None  # the one it follows (compared by identity)
+    position: int = 0
+    terms: dict[TermKey, AffinityTerm] = field(default_factory=dict)
+    domains: dict[TermKey, dict[TopologyPair, int]] = field(default_factory=dict)
+    per_node: dict[str, list[tuple[TermKey, TopologyPair]]] = field(default_factory=dict)
+    # Nodes holding a pod whose own terms score other pods (required affinity, for the
+    # hard weight, or preferences): PreScore's candidates when the incoming pod has no
+    # preferences of its own.
+    scoring_nodes: dict[str, NodeInfo] = field(default_factory=dict)
+
+    def sync(self, snapshot: ClusterSnapshot) -> None:
+        changes = snapshot.changes_since(self.position) if snapshot is self.snapshot else None
+        if changes is None:
+            self._rebuild(snapshot)
+            return
+        names, self.position = changes
+        for name in dict.fromkeys(names):
+            node = snapshot.get(name)
+            self._apply(name, _contribution(node))
+            self._note_scoring(name, node)
+
+    def _rebuild(self, snapshot: ClusterSnapshot) -> None:
+        self.snapshot = snapshot
+        self.terms, self.domains, self.per_node = {}, {}, {}
+        self.scoring_nodes = {}
+        self.position = snapshot.log_position
+        for node in snapshot.have_pods_with_required_anti_affinity:
+            self._apply(node.name, _contribution(node))
+        for node in snapshot.have_pods_with_affinity:
+            self._note_scoring(node.name, node)
+
+    def _note_scoring(self, name: str, node: NodeInfo | None) -> None:
+        if (
+            node is not None
+            and node.affinity_pods
+            and any(_scores_others(p) for p in node.pods_with_affinity)
+        ):
+            self.scoring_nodes[name] = node
+        else:
+            self.scoring_nodes.pop(name, None)
+
+    def _apply(self, name: str, new: list[tuple[TermKey, AffinityTerm, TopologyPair]]) -> None:
+        for key, pair in self.per_node.pop(name, []):
+            counts = self.domains[key]
+            counts[pair] -= 1
+            if counts[pair] == 0:
+                del counts[pair]
+        for key, term, pair in new:
+            self.terms.setdefault(key, term)
+            counts = self.domains.setdefault(key, {})
+            counts[pair] = counts.get(pair, 0) + 1
+        if new:
+            self.per_node[name] = [(key, pair) for key, _, pair in new]
+
+    def add_to(self, counts: TopologyCounts, pod: Pod, ns_labels: Mapping[str, str]) -> None:
+        """existing_anti_affinity_counts for `pod`: the pairs of every term matching it."""
+        for key, pairs in self.domains.items():
+            if pairs and self.terms[key].matches(pod, ns_labels):
+                for pair, n in pairs.items():
+                    counts[pair] = counts.get(pair, 0) + n
+
+
+def _scores_others(pod_info: PodInfo) -> bool:
+    terms = pod_terms(pod_info)
+    return bool(
+        terms.required_affinity or terms.preferred_affinity or terms.preferred_anti_affinity
+    )
+
+
+def _contribution(node: NodeInfo | None) -> list[tuple[TermKey, AffinityTerm, TopologyPair]]:
+    """Each required anti term of the node's pods, with the node's pair for its key (a
+    node without the key counts nowhere, as _update does)."""
+    if node is None or node.raw_node is None or not node.anti_affinity_pods:
+        return []
+    labels = node.labels
+    found = []
+    for existing in node.pods_with_required_anti_affinity:
+        for key, term in _anti_terms_with_keys(existing):
+            if term.topology_key in labels:
+                found.append((key, term, (term.topology_key, labels[term.topology_key])))
+    return found
+
+
 class InterPodAffinity(
     PreFilterPlugin,
     PreFilterExtensions,
@@ -380,6 +498,7 @@ class InterPodAffinity(
     def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
+        self.existing_anti = ExistingAntiAffinityIndex()
 
     # --- enqueue ---------------------------------------------------------------
 
@@ -472,18 +591,9 @@ class InterPodAffinity(
         return state
 
     def _count_existing_anti_affinity(self, state: PreFilterState) -> None:
-        for node in self.handle.snapshot.have_pods_with_required_anti_affinity:
-            if node.raw_node is None:
-                continue
-            for existing in node.pods_with_required_anti_affinity:
-                _update_with_anti_affinity_terms(
-                    state.existing_anti_affinity_counts,
-                    pod_terms(existing).required_anti_affinity,
-                    state.pod,
-                    state.namespace_labels,
-                    node.labels,
-                    1,
-                )
+        index = self.existing_anti
+        index.sync(self.handle.snapshot)
+        index.add_to(state.existing_anti_affinity_counts, state.pod, state.namespace_labels)
 
     def _count_incoming_affinity(self, state: PreFilterState) -> None:
         terms = state.terms
@@ -601,8 +711,12 @@ class InterPodAffinity(
         )
         ns_labels = self._namespace_labels(pod.pod.metadata.namespace)
         snapshot = self.handle.snapshot
-        # Without preferences of its own, only pods with affinity can score the pod.
-        candidates = snapshot.node_infos if has_constraints else snapshot.have_pods_with_affinity
+        # Without preferences of its own, only pods whose own terms score others can.
+        if has_constraints:
+            candidates: Iterable[NodeInfo] = snapshot.node_infos
+        else:
+            self.existing_anti.sync(snapshot)
+            candidates = list(self.existing_anti.scoring_nodes.values())
         total: ScoreMap = {}
         scored_any = False
         for node in candidates:

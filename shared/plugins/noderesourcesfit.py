@@ -552,6 +552,11 @@ class ResourceAllocationScorer:
         leaves the resource out on that node); None if amounts are too large to batch."""
         requested, allocatable = [], []
         zeros = np.zeros(len(rows), dtype=np.int64)
+        # every amount in the columns, plus the largest request, stays in range: no need
+        # to look at the rows
+        within_bounds = not nodes.negative and (
+            nodes.amount_bound + max(pod_requests, default=0) <= _MAX_BATCH_AMOUNT
+        )
         for spec, pod_request in zip(self.resources, pod_requests, strict=True):
             name = spec.name
             if pod_request > _MAX_BATCH_AMOUNT:
@@ -569,8 +574,12 @@ class ResourceAllocationScorer:
             else:
                 alloc, used = zeros, zeros
             req = used + pod_request
-            if len(rows) and (
-                max(int(alloc.max()), int(req.max())) > _MAX_BATCH_AMOUNT or int(req.min()) < 0
+            if (
+                len(rows)
+                and not within_bounds
+                and (
+                    max(int(alloc.max()), int(req.max())) > _MAX_BATCH_AMOUNT or int(req.min()) < 0
+                )
             ):
                 return None
             allocatable.append(alloc)
@@ -661,17 +670,25 @@ def fits_request(
                 PODS, REASON_TOO_MANY_PODS, 1, node.num_pods, node.allowed_pod_number
             )
         )
-    if state.is_empty:
-        return insufficient
-    requests = [(CPU, state.milli_cpu), (MEMORY, state.memory)]
-    requests.append((EPHEMERAL_STORAGE, state.ephemeral_storage))
-    for name, quantity in state.scalar_resources.items():
-        if not _is_ignored(name, ignored, ignored_groups):
-            requests.append((name, quantity))
-    for name, quantity in requests:
+    for name, quantity in checked_requests(state, ignored, ignored_groups):
         if quantity > 0 and (found := _check(quantity, name, node)) is not None:
             insufficient.append(found)
     return insufficient
+
+
+def checked_requests(
+    state: PreFilterState, ignored: frozenset[str], ignored_groups: frozenset[str]
+) -> list[tuple[str, int]]:
+    """The requests Filter checks, in kube's order: cpu, memory, ephemeral-storage,
+    then the scalar resources that are not ignored."""
+    if state.is_empty:
+        return []
+    wanted = [(CPU, state.milli_cpu), (MEMORY, state.memory)]
+    wanted.append((EPHEMERAL_STORAGE, state.ephemeral_storage))
+    for name, quantity in state.scalar_resources.items():
+        if not _is_ignored(name, ignored, ignored_groups):
+            wanted.append((name, quantity))
+    return wanted
 
 
 def fits(pod: PodInfo, node: NodeInfo) -> list[InsufficientResource]:
@@ -786,13 +803,7 @@ class NodeResourcesFit(
             return None
         args = self.args
         fits = nodes.num_pods + 1 <= nodes.allocatable(PODS)
-        if requests.is_empty:
-            return fits
-        wanted = [(CPU, requests.milli_cpu), (MEMORY, requests.memory)]
-        wanted.append((EPHEMERAL_STORAGE, requests.ephemeral_storage))
-        for name, quantity in requests.scalar_resources.items():
-            if not _is_ignored(name, args.ignored_resources, args.ignored_resource_groups):
-                wanted.append((name, quantity))
+        wanted = checked_requests(requests, args.ignored_resources, args.ignored_resource_groups)
         for name, quantity in wanted:
             if quantity > SAFE_AMOUNT:
                 return None
@@ -800,6 +811,43 @@ class NodeResourcesFit(
                 fits &= quantity <= nodes.allocatable(name) - nodes.requested(name)
         # A column first built for this pod may just have met an oversized amount.
         return None if nodes.oversized else fits
+
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
+    ) -> list[Status] | None:
+        """`filter`'s status for each node at `rows` (nodes it rejects), from the columns:
+        one status per distinct set of lacking resources, the reasons in fits_request's
+        order. None: leave it to the per-node path."""
+        requests = state.read(PRE_FILTER_STATE_KEY) or PreFilterState.of(pod)
+        if nodes.oversized or not len(rows):
+            return None
+        args = self.args
+        checks = [(REASON_TOO_MANY_PODS, nodes.num_pods[rows] + 1 > nodes.allocatable(PODS)[rows])]
+        unresolvable = np.zeros(len(rows), dtype=np.bool_)
+        wanted = checked_requests(requests, args.ignored_resources, args.ignored_resource_groups)
+        for name, quantity in wanted:
+            if quantity > SAFE_AMOUNT:
+                return None
+            if quantity <= 0:
+                continue
+            alloc = nodes.allocatable(name)[rows]
+            lacking = quantity > alloc - nodes.requested(name)[rows]
+            checks.append((insufficient_reason(name), lacking))
+            unresolvable |= lacking & (quantity > alloc)
+        if nodes.oversized:
+            return None
+        # each row's combination of lacking resources as one code, then one status each
+        codes = unresolvable.astype(np.int64)
+        for bit, (_, lacking) in enumerate(checks, start=1):
+            codes |= lacking.astype(np.int64) << bit
+        made: dict[int, tuple[Code, list[str]]] = {}
+        for code in np.unique(codes).tolist():
+            reasons = [r for bit, (r, _) in enumerate(checks, start=1) if code >> bit & 1]
+            if not reasons:
+                return None  # a row this plugin passes: not ours to explain
+            kind = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if code & 1 else Code.UNSCHEDULABLE
+            made[code] = (kind, reasons)
+        return [Status(made[c][0], list(made[c][1]), plugin=self.name) for c in codes.tolist()]
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         state.write(PRE_SCORE_STATE_KEY, self.scorer.pod_requests(pod))

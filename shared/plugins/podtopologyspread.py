@@ -298,12 +298,14 @@ class PodTopologySpread(
         labels = pod.pod.metadata.labels
         if pod.pod.spec.topology_spread_constraints:
             return filter_constraints(pod.pod.spec.topology_spread_constraints, labels, action)
-        constraints = filter_constraints(self.defaults, labels, action)
-        if not constraints:
+        services = self.handle.snapshot.objects.services
+        if not self.defaults or not services:
             return []
-        selector = default_selector(pod, self.handle.snapshot.objects.services)
+        # the selector first: without a Service selecting the pod, no default applies
+        selector = default_selector(pod, services)
         if not selector.match_labels:
             return []
+        constraints = filter_constraints(self.defaults, labels, action)
         return [c.with_selector(selector) for c in constraints]
 
     # --- PreFilter / Filter ---------------------------------------------------------

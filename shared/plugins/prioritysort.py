@@ -7,15 +7,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.framework.interface import QueueSortPlugin, SortablePod
+from shared.framework.interface import (
+    QueuedSortablePod,
+    QueueSortKeyPlugin,
+    QueueSortPlugin,
+    SortablePod,
+)
 from shared.framework.snapshot import Handle
 from shared.plugins.args import reject_unknown
 
 NAME = "PrioritySort"
 
 
-class PrioritySort(QueueSortPlugin):
+class PrioritySort(QueueSortPlugin, QueueSortKeyPlugin):
     name = NAME
+
+    def sort_key(self, pod: QueuedSortablePod) -> tuple[Any, ...]:
+        return (-pod.priority, pod.timestamp)
 
     def less(self, a: SortablePod, b: SortablePod) -> bool:
         if a.priority != b.priority:

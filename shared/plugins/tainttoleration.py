@@ -93,8 +93,7 @@ class TaintToleration(
         self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
     ) -> IntArray:
         tolerations = self._soft(state, pod)
-        counts = nodes.per_taint_group(lambda t: _count_soft_untolerated(t, tolerations))
-        return counts[rows]
+        return nodes.per_taint_group(lambda t: _count_soft_untolerated(t, tolerations), rows)
 
     @staticmethod
     def _soft(state: CycleState, pod: PodInfo) -> list[Toleration]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
+from typing import Any
 
 import nats
 import redis.asyncio as aioredis
@@ -11,17 +13,34 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
+from redis import Redis as SyncRedis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from shared.runtime.settings import Credentials
 from shared.subjects import STREAMS, StreamSpec
 
 log = logging.getLogger("ksched.connections")
 
 
-async def connect_nats(urls: list[str], name: str) -> NATS:
+def nats_auth(creds: Credentials | None) -> dict[str, Any]:
+    """nats.connect's arguments for a user/password, a .creds file and TLS."""
+    if creds is None:
+        return {}
+    auth: dict[str, Any] = {}
+    if creds.nats_user:
+        auth["user"] = creds.nats_user
+        auth["password"] = creds.nats_password or ""
+    if creds.nats_creds:
+        auth["user_credentials"] = creds.nats_creds
+    if creds.nats_tls_ca:
+        auth["tls"] = ssl.create_default_context(cafile=creds.nats_tls_ca)
+    return auth
+
+
+async def connect_nats(urls: list[str], name: str, creds: Credentials | None = None) -> NATS:
     """Connect, retrying forever; once connected, nats-py reconnects forever."""
 
     async def on_error(err: Exception) -> None:
@@ -48,6 +67,7 @@ async def connect_nats(urls: list[str], name: str) -> NATS:
                 error_cb=on_error,
                 disconnected_cb=on_disconnect,
                 reconnected_cb=on_reconnect,
+                **nats_auth(creds),
             )
         except Exception as err:  # no server yet: keep trying, as a pod would
             log.warning("nats connect to %s failed (%s); retrying", ",".join(urls), err)
@@ -55,8 +75,29 @@ async def connect_nats(urls: list[str], name: str) -> NATS:
             delay = min(delay * 2, 2.0)
 
 
-def connect_redis(url: str) -> aioredis.Redis:
+def redis_auth(creds: Credentials | None) -> dict[str, Any]:
+    """redis-py's arguments for an ACL user and a CA for rediss:// URLs."""
+    auth: dict[str, Any] = {}
+    if creds is not None:
+        if creds.redis_username:
+            auth["username"] = creds.redis_username
+        if creds.redis_password:
+            auth["password"] = creds.redis_password
+        if creds.redis_tls_ca:
+            auth["ssl_ca_certs"] = creds.redis_tls_ca
+    return auth
+
+
+def connect_redis_sync(url: str, creds: Credentials | None, timeout: float) -> SyncRedis:
+    """A blocking client with short timeouts, for the lease renewal thread."""
+    return SyncRedis.from_url(
+        url, socket_connect_timeout=timeout, socket_timeout=timeout, **redis_auth(creds)
+    )
+
+
+def connect_redis(url: str, creds: Credentials | None = None) -> aioredis.Redis:
     """A pooled client; commands retry through short outages, callers retry longer ones."""
+    auth = redis_auth(creds)
     return aioredis.from_url(
         url,
         decode_responses=False,
@@ -65,6 +106,7 @@ def connect_redis(url: str) -> aioredis.Redis:
         health_check_interval=5,
         retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 5),
         retry_on_error=[RedisConnectionError, RedisTimeoutError],
+        **auth,
     )
 
 
@@ -87,8 +129,29 @@ async def ensure_streams(js: JetStreamContext, specs: tuple[StreamSpec, ...] = S
     for spec in specs:
         config = stream_config(spec)
         try:
-            await js.stream_info(spec.name)
+            info = await js.stream_info(spec.name)
         except NotFoundError:
             await js.add_stream(config)
             continue
-        await js.update_stream(config)
+        if _differs(info.config, config):  # publishers may read a stream, not update it
+            await js.update_stream(config)
+
+
+# The StreamConfig fields ksched sets; the server fills in the others.
+_SPEC_FIELDS = (
+    "subjects",
+    "description",
+    "retention",
+    "storage",
+    "max_msgs_per_subject",
+    "max_age",
+    "duplicate_window",
+    "allow_direct",
+)
+
+
+def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
+    def norm(value: object) -> object:
+        return value or None  # the server says 0 / [] / "" where we said None
+
+    return any(norm(getattr(current, f)) != norm(getattr(wanted, f)) for f in _SPEC_FIELDS)

@@ -14,6 +14,22 @@ from nats.js import JetStreamContext
 log = logging.getLogger("ksched.consume")
 
 
+# nats-py's fetch(n) returns at once what the stream has ready; but when nothing is
+# ready it waits until n messages came or the timeout passed, so a trickle of
+# messages would sit there for up to the whole timeout. So: take what is ready (or
+# what comes within READY_WAIT); when idle, wait for a single message only, and
+# take the rest that came with it on the next turn.
+READY_WAIT = 0.02
+IDLE_WAIT = 1.0
+
+
+async def _fetch(psub: JetStreamContext.PullSubscription, batch: int) -> list[Msg]:
+    try:
+        return await psub.fetch(batch, timeout=READY_WAIT)
+    except (TimeoutError, NatsTimeoutError):
+        return await psub.fetch(1, timeout=IDLE_WAIT)
+
+
 async def consume_batches(
     psub: JetStreamContext.PullSubscription,
     handle: Callable[[list[Msg]], Awaitable[None]],
@@ -29,14 +45,18 @@ async def consume_batches(
     try:
         while not stopping.is_set():
             try:
-                msgs = await psub.fetch(batch, timeout=1)
+                msgs = await _fetch(psub, batch)
             except (TimeoutError, NatsTimeoutError):
                 continue
             except Exception as err:
                 log.warning("fetch failed: %s", err)
                 await asyncio.sleep(0.5)
                 continue
-            await handle(msgs)
+            # nats-py's fetch can return no message when a status reply of an earlier,
+            # expired pull request arrives late: nothing to hand over (the handlers ack
+            # the batch's last message, and the watcher died on an empty one).
+            if msgs:
+                await handle(msgs)
     finally:
         # Without this, draining the connection waits on the idle pull subscription.
         with contextlib.suppress(Exception):

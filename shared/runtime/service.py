@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
+import os
 import signal
 import sys
 from typing import Protocol
@@ -12,11 +14,20 @@ from typing import Protocol
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
-from prometheus_client import CollectorRegistry
+from nats.micro.service import Service
+from prometheus_client import CollectorRegistry, Gauge
 
 from shared.config import ConfigError, SchedulerConfiguration, load_config
-from shared.runtime.connections import connect_nats, connect_redis, ensure_streams
+from shared.runtime.connections import (
+    connect_nats,
+    connect_redis,
+    connect_redis_sync,
+    ensure_streams,
+)
+from shared.runtime.discovery import StatsData, register
+from shared.runtime.elector import FencedBatch, LeaderElector
 from shared.runtime.http import HealthServer
+from shared.runtime.lease import LEADER_ELECTED
 from shared.runtime.logs import setup_logging
 from shared.runtime.retry import retry_forever
 from shared.runtime.settings import Settings
@@ -36,10 +47,30 @@ class Runtime:
         self.registry = CollectorRegistry()
         self.nc: NATS = NATS()
         self.js: JetStreamContext
-        self.redis: aioredis.Redis = connect_redis(settings.redis_url)
+        self.redis: aioredis.Redis = connect_redis(settings.redis_url, settings.credentials)
         # Set by the service's logic once it listens (subscriptions, consumers): before
         # that, a request to it would find no responder, so /readyz says not ready.
         self.serving = asyncio.Event()
+        # watcher, queue and cache work only while they hold their service's lease
+        self.elector: LeaderElector | None = None
+        if settings.service in LEADER_ELECTED:
+            lease = settings.leader_election
+            renewer = connect_redis_sync(
+                settings.redis_url, settings.credentials, timeout=max(lease.retry_period, 0.5)
+            )
+            self.elector = LeaderElector(
+                self.redis, settings.service, settings.identity, lease, renewer
+            )
+        self.leader_status = Gauge(
+            "leader_election_master_status",
+            "1 while this replica leads its service, else 0 (kube's metric)",
+            ["name"],
+            registry=self.registry,
+        )
+        # The instance's nats.micro service (discovery.py), started with the connection;
+        # a service may add endpoints to it and set what $SRV.STATS reports.
+        self.micro: Service | None = None
+        self.stats_data: StatsData | None = None
         self.http = HealthServer(
             host=settings.http_host,
             port=settings.http_port,
@@ -51,11 +82,42 @@ class Runtime:
         # Health first, so that /livez answers while we wait for servers.
         port = await self.http.start()
         log.info("http on port %d", port, extra={"http_port": port})
-        self.nc = await connect_nats(self.settings.nats_urls, f"ksched-{self.settings.service}")
+        self.nc = await connect_nats(
+            self.settings.nats_urls, f"ksched-{self.settings.service}", self.settings.credentials
+        )
         self.js = self.nc.jetstream(timeout=10)
         await retry_forever("ensure streams", lambda: ensure_streams(self.js))
+        self.micro = await register(
+            self.nc,
+            self.settings.service,
+            ready=self.ready,
+            registry=self.registry,
+            http_port=port,
+            stats_data=lambda: self.stats_data,
+        )
+
+    @property
+    def epoch(self) -> int:
+        """The lease epoch this replica leads with (0 for services without election)."""
+        return self.elector.lease.epoch if self.elector is not None else 0
+
+    def fenced_writes(self) -> FencedBatch:
+        """A write batch that Redis applies only while this replica's epoch is current."""
+        if self.elector is None:
+            raise RuntimeError(f"{self.settings.service} has no lease to fence its writes with")
+        return self.elector.batch()
+
+    async def lead(self) -> None:
+        """Stand by until this replica holds its service's lease (at once without election)."""
+        if self.elector is not None:
+            self.leader_status.labels(self.settings.service).set(0)
+            await self.elector.acquire()
+            self.leader_status.labels(self.settings.service).set(1)
 
     async def ready(self) -> tuple[bool, str]:
+        if self.elector is not None and not self.elector.lease.leading:
+            # a standby is ready to take over; /metrics tells leader from standby
+            return self.nc.is_connected, f"standby (leader {self.elector.lease.holder or '-'})"
         if not self.serving.is_set():
             return False, "starting: not serving yet"
         if not self.nc.is_connected:
@@ -66,7 +128,22 @@ class Runtime:
             return False, f"redis: {err}"
         return True, "ok"
 
+    async def abort(self) -> None:
+        """A deposed leader: drop the connections without delivering what is buffered."""
+        self.leader_status.labels(self.settings.service).set(0)
+        if self.elector is not None:
+            self.elector.close()
+        for close in (self.nc.close, self.redis.aclose, self.http.stop):
+            with contextlib.suppress(Exception):
+                await close()
+
     async def close(self) -> None:
+        if self.micro is not None:
+            with contextlib.suppress(Exception):
+                await self.micro.stop()
+        if self.elector is not None:
+            await self.elector.release()
+            self.elector.close()
         # Drain delivers what is already buffered; with a pull subscription open it
         # can wait out nats-py's whole drain timeout, so bound it.
         try:
@@ -91,10 +168,24 @@ class ServiceFactory(Protocol):
     def __call__(self, rt: Runtime) -> ServiceLogic: ...
 
 
+# The services hold large long-lived heaps (NodeInfos, pods, parsed models) and make
+# many short-lived objects per message: with CPython's default thresholds (700, 10,
+# 10) the collector runs every few hundred allocations and keeps re-walking the
+# long-lived objects. Fewer, larger young collections cost far less.
+GC_THRESHOLDS = (50_000, 20, 20)
+
+
+def tune_gc() -> None:
+    raw = os.environ.get("KSCHED_GC_THRESHOLDS", "")
+    thresholds = tuple(int(x) for x in raw.split(",")) if raw else GC_THRESHOLDS
+    gc.set_threshold(*thresholds)
+
+
 def run_service(name: str, factory: ServiceFactory) -> None:
     """Entry point of `python -m services.<name>`; exits 0 on SIGTERM."""
     settings = Settings.from_env(name)
     setup_logging(name, settings.log_level)
+    tune_gc()
     try:
         config = load_config(settings.config_path)
     except ConfigError as err:
@@ -111,20 +202,51 @@ async def _amain(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     rt = Runtime(settings, config)
-    starting = asyncio.create_task(rt.start())
     stopping = asyncio.create_task(stop.wait())
+
+    async def start_and_lead() -> None:
+        await rt.start()
+        await rt.lead()
+
+    starting = asyncio.create_task(start_and_lead())
     await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
     if stop.is_set():
         starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await starting
         await rt.close()
         return 0
     logic = factory(rt)
     running = asyncio.create_task(logic.run())
     log.info("%s started", settings.service)
-    await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if rt.elector is None:
+        await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    elif await _lost_lead(rt.elector, running, stopping):
+        # kube-scheduler exits when it loses its lease; restarted, it stands by. Nothing
+        # is handed back: what this replica held belongs to its successor now.
+        running.cancel()
+        await rt.abort()
+        return 1
+    return await _stop(rt, logic, running)
+
+
+async def _lost_lead(
+    elector: LeaderElector, running: asyncio.Task[None], stopping: asyncio.Task[bool]
+) -> bool:
+    """Serve while renewing the lease; True when the lease was lost."""
+    holding = asyncio.create_task(elector.hold())
+    await asyncio.wait({running, stopping, holding}, return_when=asyncio.FIRST_COMPLETED)
+    lost = elector.lost.is_set()
+    holding.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await holding
+    return lost
+
+
+async def _stop(rt: Runtime, logic: ServiceLogic, running: asyncio.Task[None]) -> int:
     code = 0
     if running.done() and running.exception() is not None:
-        log.error("%s failed", settings.service, exc_info=running.exception())
+        log.error("%s failed", rt.settings.service, exc_info=running.exception())
         code = 1
     # Let the logic finish (or hand back) what it holds, then stop whatever is left.
     await logic.shutdown()
@@ -134,5 +256,5 @@ async def _amain(
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await running
     await rt.close()
-    log.info("%s stopped", settings.service)
+    log.info("%s stopped", rt.settings.service)
     return code

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, Field, field_validator
 
+from shared.runtime.lease import LeaseConfig, identity
+
 # Default HTTP port per service; KSCHED_HTTP_PORT overrides, 0 picks a free one.
 DEFAULT_HTTP_PORTS: dict[str, int] = {
     "watcher": 10251,
@@ -17,6 +19,47 @@ DEFAULT_HTTP_PORTS: dict[str, int] = {
 }
 
 
+class Credentials(BaseModel):
+    """Who a service is to NATS and Redis; never baked into the image (docs/security.md).
+
+    The URLs may carry user:password too; these override nothing in a URL that has them.
+    """
+
+    nats_user: str | None = None
+    nats_password: str | None = Field(default=None, repr=False)
+    nats_creds: str | None = None  # a NATS .creds file (decentralized JWT auth)
+    nats_tls_ca: str | None = None  # CA bundle for tls:// servers
+    redis_username: str | None = None
+    redis_password: str | None = Field(default=None, repr=False)
+    redis_tls_ca: str | None = None  # CA bundle for rediss:// servers
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Credentials:
+        return cls(
+            nats_user=env.get("KSCHED_NATS_USER") or None,
+            nats_password=secret(env, "KSCHED_NATS_PASSWORD"),
+            nats_creds=env.get("KSCHED_NATS_CREDS") or None,
+            nats_tls_ca=env.get("KSCHED_NATS_TLS_CA") or None,
+            redis_username=env.get("KSCHED_REDIS_USERNAME") or None,
+            redis_password=secret(env, "KSCHED_REDIS_PASSWORD"),
+            redis_tls_ca=env.get("KSCHED_REDIS_TLS_CA") or None,
+        )
+
+
+def secret(env: Mapping[str, str], name: str) -> str | None:
+    """NAME's value, or the content of the file NAME_FILE names (a docker secret)."""
+    if env.get(name):
+        return env[name]
+    path = env.get(f"{name}_FILE")
+    if not path:
+        return None
+    try:
+        with open(path) as f:
+            return f.read().strip() or None
+    except OSError as err:
+        raise ValueError(f"{name}_FILE: cannot read {path}: {err.strerror}") from None
+
+
 class Settings(BaseModel):
     service: str
     nats_urls: list[str] = Field(default_factory=lambda: ["nats://127.0.0.1:4222"])
@@ -25,6 +68,10 @@ class Settings(BaseModel):
     http_host: str = "0.0.0.0"
     http_port: int = Field(default=0, ge=0, le=65535)
     log_level: str = "info"
+    # leader election of watcher, queue and cache (runtime/lease.py)
+    leader_election: LeaseConfig = Field(default_factory=LeaseConfig)
+    identity: str = ""
+    credentials: Credentials = Field(default_factory=Credentials)
 
     @field_validator("nats_urls")
     @classmethod
@@ -50,4 +97,7 @@ class Settings(BaseModel):
             http_host=env.get("KSCHED_HTTP_HOST", "0.0.0.0"),
             http_port=http_port,
             log_level=env.get("KSCHED_LOG_LEVEL", "info"),
+            leader_election=LeaseConfig.from_env(env),
+            identity=identity(env),
+            credentials=Credentials.from_env(env),
         )

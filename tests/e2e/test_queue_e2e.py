@@ -61,11 +61,10 @@ async def test_unschedulable_pod_binds_soon_after_a_fitting_node_appears(
     await publish_pod(js, make_pod("big", cpu="2"))
     assert await tracker.wait_until(lambda t: "default/big" in t.unschedulable(), timeout=15)
 
-    start = time.monotonic()
     await publish_node(js, make_node("large", cpu="4"))
-    # moved by the NodeAdd event and NodeResourcesFit's hint, not by the 5-minute flush
-    assert await tracker.wait_until(lambda t: t.bound().get("default/big") == "large", timeout=2)
-    assert time.monotonic() - start < 2
+    # Moved by the NodeAdd event and NodeResourcesFit's hint (the metrics below say so),
+    # well before the 5-minute flush; the bound is loose so that a loaded machine passes.
+    assert await tracker.wait_until(lambda t: t.bound().get("default/big") == "large", timeout=60)
     metrics = queue_metrics(stack)
     for labels in (
         'event="UnschedulablePodAdd",queue="active"',
@@ -132,10 +131,9 @@ async def test_inspection_service_is_discoverable(nc: NATS) -> None:
     ping = json.loads((await nc.request(f"$SRV.PING.{QUEUE_SERVICE_NAME}", b"", timeout=5)).data)
     assert ping["name"] == QUEUE_SERVICE_NAME and ping["type"] == "io.nats.micro.v1.ping_response"
     info = json.loads((await nc.request(f"$SRV.INFO.{QUEUE_SERVICE_NAME}", b"", timeout=5)).data)
-    assert {e["name"]: e["subject"] for e in info["endpoints"]} == {
-        "pending": QUEUE_PENDING,
-        "stats": QUEUE_STATS,
-    }
+    endpoints = {e["name"]: e["subject"] for e in info["endpoints"]}
+    assert (endpoints["pending"], endpoints["stats"]) == (QUEUE_PENDING, QUEUE_STATS)
+    assert set(endpoints) == {"pending", "stats", "readyz", "metrics"}
     stats = json.loads((await nc.request(f"$SRV.STATS.{QUEUE_SERVICE_NAME}", b"", timeout=5)).data)
     assert "counts" in stats["endpoints"][0]["data"]
     reply = json.loads((await nc.request(QUEUE_STATS, b"", timeout=5)).data)
@@ -149,6 +147,9 @@ async def test_nominated_pods_are_served(nc: NATS, tracker: PodTracker) -> None:
     await publish_node(js, make_node("n1", cpu="1"))
     preemptor = make_pod("preemptor", cpu="4")  # fits nowhere: stays pending, nominated
     preemptor["status"] = {"nominatedNodeName": "n1"}
+    # Not eligible to preempt, so PostFilter leaves the nomination as it is (a failed
+    # preemption would clear it, as kube-scheduler does).
+    preemptor["spec"]["preemptionPolicy"] = "Never"
     await publish_pod(js, preemptor)
     assert await tracker.wait_until(lambda t: "default/preemptor" in t.unschedulable(), timeout=15)
     reply = await request(nc, QUEUE_NOMINATED, {"node": "n1"})
@@ -166,6 +167,7 @@ async def test_workers_filter_with_the_nominated_pods(nc: NATS, tracker: PodTrac
     holder = make_pod("holder", cpu="1500m", priority=10)
     holder["spec"]["nodeSelector"] = {"disk": "none"}  # stays pending, nominated to roomy
     holder["status"] = {"nominatedNodeName": "roomy"}
+    holder["spec"]["preemptionPolicy"] = "Never"  # keeps the nomination (see above)
     await publish_pod(js, holder)
     assert await tracker.wait_until(lambda t: "default/holder" in t.unschedulable(), timeout=15)
     # Least-allocated alone would pick roomy; roomy's free room is promised to holder.

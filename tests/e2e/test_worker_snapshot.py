@@ -4,34 +4,17 @@ uncommitted local assumption keeps it (it was dropped before, costing conflicts)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 
 from shared import keys
 from shared.cli.workload import make_node, make_pod
-from shared.devstack import Server, start_redis
 from shared.framework.types import NodeInfo, PodInfo
 from shared.snapshot import Snapshot
 from shared.wire import pack
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[Server]:
-    server = start_redis(tmp_path)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-async def redis(redis_server: Server) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis(port=redis_server.port)
-    yield client
-    await client.aclose()
 
 
 async def write_node(redis: aioredis.Redis, info: NodeInfo, generation: int) -> None:

@@ -13,14 +13,18 @@ import shlex
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import nats
 
 from shared.cli.workload import make_node, make_pod
 from shared.client import PodTracker, publish_all
 from shared.devstack import free_port
+from shared.subjects import STREAMS
 
 PROJECT = "ksched-smoke"
+PUBLISHER_ERRORS: list[str] = []
+PUBLISHER_PASSWORD = Path(__file__).resolve().parents[2] / "deploy" / "secrets" / "nats_publisher"
 NODES, PODS, TOO_BIG = 10, 200, 10
 
 
@@ -33,6 +37,7 @@ def compose(*args: str, check: bool = True, env: dict[str, str] | None = None) -
 async def drive(port: int) -> None:
     nc = await connect(f"nats://127.0.0.1:{port}", timeout=120)
     try:
+        await wait_for_streams(nc, timeout=120)
         tracker = PodTracker()
         await tracker.start(nc)
         js = nc.jetstream()
@@ -54,20 +59,77 @@ async def drive(port: int) -> None:
         )
         if not ok:
             raise SystemExit("smoke: not every pod reached its expected state")
-        expected = f"0/{NODES} nodes are available: {NODES} Insufficient cpu."
+        expected = (
+            f"0/{NODES} nodes are available: {NODES} Insufficient cpu. preemption: "
+            f"0/{NODES} nodes are available: {NODES} Preemption is not helpful for scheduling."
+        )
         if set(tracker.reasons()) != {expected}:
             raise SystemExit(f"smoke: unexpected reasons {dict(tracker.reasons())}")
         if any(v.bind_count > 1 for v in tracker.pods.values()):
             raise SystemExit("smoke: a pod was bound twice")
+        await check_publisher_is_kept_out(nc)
     finally:
         await nc.close()
+
+
+async def wait_for_streams(nc: nats.NATS, timeout: float) -> None:
+    """The services create the streams; a publisher may only look them up."""
+    deadline = time.monotonic() + timeout
+    for spec in STREAMS:
+        while True:
+            try:
+                await nc.jetstream(timeout=2).stream_info(spec.name)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(1)
+
+
+async def check_publisher_is_kept_out(nc: nats.NATS) -> None:
+    """The publisher's credentials cannot publish on an internal subject: the server
+    refuses (a permissions violation, reported asynchronously) and no bind request lands."""
+    before = (await nc.jetstream().stream_info("KSCHED_BIND")).state.last_seq
+    await nc.publish("ksched.internal.bind", b"forged")
+    await nc.flush()
+    await asyncio.sleep(0.5)
+    if not any("permissions violation" in e.lower() for e in PUBLISHER_ERRORS):
+        raise SystemExit(
+            f"smoke: publisher was not refused on an internal subject: {PUBLISHER_ERRORS}"
+        )
+    if (await nc.jetstream().stream_info("KSCHED_BIND")).state.last_seq != before:
+        raise SystemExit("smoke: a forged bind request reached the bind stream")
+    print("publisher refused on ksched.internal.bind: ok", flush=True)
+
+
+def check_image_user() -> None:
+    out = subprocess.run(
+        ["docker", "run", "--rm", "--entrypoint", "id", "ksched:latest", "-u"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if out == "0":
+        raise SystemExit("smoke: the image runs as root")
+    print(f"image runs as uid {out}: ok", flush=True)
+
+
+async def on_error(err: Exception) -> None:
+    PUBLISHER_ERRORS.append(str(err))
 
 
 async def connect(url: str, timeout: float) -> nats.NATS:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return await nats.connect(url, connect_timeout=2, max_reconnect_attempts=0)
+            return await nats.connect(
+                url,
+                error_cb=on_error,
+                connect_timeout=2,
+                max_reconnect_attempts=0,
+                user="publisher",  # what compose.yaml's NATS lets a publisher do, no more
+                password=PUBLISHER_PASSWORD.read_text().strip(),
+            )
         except Exception:
             if time.monotonic() > deadline:
                 raise
@@ -109,7 +171,9 @@ def main() -> int:
     env = {**os.environ, "KSCHED_NATS_PORT": str(port)}
     try:
         compose("build", env=env)
-        compose("up", "-d", "--scale", "worker=2", "--scale", "binder=2", env=env)
+        check_image_user()
+        scale = [f"--scale={name}=2" for name in ("watcher", "queue", "cache", "worker", "binder")]
+        compose("up", "-d", *scale, env=env)
         asyncio.run(drive(port))
         wait_healthy()
         compose("ps", env=env)

@@ -350,6 +350,14 @@ def test_each_batch_plugin_equals_its_per_node_form(inputs: tuple, prof: str) ->
                 continue
             expected = [plugin.filter(state, pod, info).ok for info in snapshot.nodes]
             assert mask.tolist() == expected, plugin.name
+            explain = getattr(plugin, "filter_statuses", None)
+            rejected = np.flatnonzero(~mask)
+            statuses = explain(state, pod, columns, rejected) if explain else None
+            if statuses is not None:
+                per_node = [plugin.filter(state, pod, snapshot.nodes[r]) for r in rejected]
+                assert [(s.code, s.reasons) for s in statuses] == [
+                    (s.code, s.reasons) for s in per_node
+                ], plugin.name
         assert fw.run_pre_score_plugins(state, pod, snapshot.nodes).code != Code.ERROR
         for plugin in fw.scores:
             if plugin.name in state.skip_score_plugins or not isinstance(plugin, BatchScorePlugin):

@@ -160,3 +160,56 @@ def test_dirty_tracking_and_restore_round_trip(cache: Cache, clock: Clock) -> No
     )
     assert copy.nodes["n1"].requested == cache.nodes["n1"].requested
     assert copy.generation == cache.generation
+
+
+# --- the worker's verdict, kept when nothing it depended on moved --------------------
+
+
+def _anti(name: str) -> dict:
+    raw = make_pod(name, labels={"color": "green"})
+    term = {"labelSelector": {"matchLabels": {"color": "green"}}, "topologyKey": "zone"}
+    raw["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    return raw
+
+
+def test_verdict_holds_only_for_the_generation_the_worker_read(cache: Cache) -> None:
+    seen = cache.nodes["n1"].generation
+    plain = make_pod("p", cpu="100m")
+    assert cache.verdict_holds(FW, plain, "n1", seen)
+    assert not cache.verdict_holds(FW, plain, "n1", None)  # an older worker: validate
+    assert not cache.verdict_holds(FW, plain, "nope", seen)
+    cache.assume_pod(FW, pod("a"), "n1", "ua", 1)  # the node moved on since
+    assert not cache.verdict_holds(FW, plain, "n1", seen)
+    assert cache.verdict_holds(FW, plain, "n1", cache.nodes["n1"].generation)
+
+
+def test_verdict_is_checked_again_when_other_nodes_matter(cache: Cache) -> None:
+    seen = cache.nodes["n1"].generation
+    assert not cache.verdict_holds(FW, _anti("x"), "n1", seen)
+    spread = make_pod("s")
+    spread["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+    ]
+    assert not cache.verdict_holds(FW, spread, "n1", seen)
+    # a pod with required anti-affinity on another node may repel this one
+    assert cache.assume_pod(FW, PodInfo.of(_anti("y")), "n2", "uy", 1).ok
+    assert not cache.verdict_holds(FW, make_pod("p"), "n1", seen)
+    cache.forget_pod("default/y", "uy")
+    assert cache.verdict_holds(FW, make_pod("p"), "n1", seen)
+
+
+def test_verdict_is_checked_again_under_unknown_plugins(cache: Cache) -> None:
+    seen = cache.nodes["n1"].generation
+    fw = Framework.from_profile(Profile())
+    fw.filter_names = fw.filter_names | {"SomeoneElsesFilter"}
+    assert not cache.verdict_holds(fw, make_pod("p"), "n1", seen)
+
+
+def test_an_unvalidated_assume_counts_like_a_validated_one(cache: Cache) -> None:
+    assert cache.assume_pod(
+        FW, PodInfo.lazy(make_pod("a", cpu="700m")), "n1", "ua", 1, validate=False
+    ).ok
+    assert cache.nodes["n1"].requested["cpu"] == 700
+    assert not cache.assume_pod(FW, pod("b", "700m"), "n1", "ub", 1).ok

@@ -69,3 +69,16 @@ def test_negative_quantity_names_the_field() -> None:
         decode_cluster_event("ksched.cluster.pods.default.p", encode(pod), None, 1)
     assert "spec.containers[0].resources.requests.cpu" in str(info.value)
     assert "non-negative" in str(info.value)
+
+
+def test_nesting_limit_holds_at_its_boundary() -> None:
+    """The bracket-count shortcut must not let the deepest rejected payload through."""
+    from shared.wire import MAX_NESTING, DecodeError, decode_user_payload
+
+    deepest_ok = b"[" * (MAX_NESTING - 1) + b"1" + b"]" * (MAX_NESTING - 1)
+    assert decode_user_payload(deepest_ok, None) is not None
+    too_deep = b"[" * MAX_NESTING + b"1" + b"]" * MAX_NESTING
+    with pytest.raises(DecodeError, match="nested deeper"):
+        decode_user_payload(too_deep, None)
+    brackets_in_strings = b'{"a": "' + b"[" * 200 + b'"}'
+    assert decode_user_payload(brackets_in_strings, None) == {"a": "[" * 200}

@@ -13,6 +13,8 @@ from shared.framework.interface import (
     FilterPlugin,
     NodeScore,
     PermitPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -24,6 +26,7 @@ from shared.framework.runtime import Framework
 from shared.framework.schedule_one import num_feasible_nodes_to_find
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
+from shared.framework.waiting_pods import MAX_PERMIT_TIMEOUT
 
 # --- stub plugins with the default plugins' extension points -------------------
 
@@ -72,6 +75,13 @@ class Scorer(Base, ScorePlugin):
         return None
 
 
+class Preempt(Base, PostFilterPlugin):
+    def post_filter(
+        self, state: CycleState, pod: Any, node_to_status: dict[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
+        return None, Status(Code.UNSCHEDULABLE)
+
+
 class Binder(Base, BindPlugin):
     async def bind(self, state: CycleState, pod: Any, node_name: str) -> Status:
         return SUCCESS
@@ -90,6 +100,7 @@ KINDS = {
     "InterPodAffinity": Full,
     "NodeResourcesBalancedAllocation": Scorer,
     "ImageLocality": Scorer,
+    "DefaultPreemption": Preempt,
     "DefaultBinder": Binder,
     "Extra": Filt,
 }
@@ -132,6 +143,7 @@ def test_default_profile_order_and_weights() -> None:
         "ImageLocality": 1,
     }
     assert names(out.by_point["queueSort"]) == ["PrioritySort"]
+    assert names(out.by_point["postFilter"]) == ["DefaultPreemption"]
     assert names(out.by_point["bind"]) == ["DefaultBinder"]
 
 
@@ -282,10 +294,11 @@ def test_scores_are_normalized_then_weighted() -> None:
     assert [(t.name, t.total) for t in totals] == [("a", 75), ("b", 300)]
 
 
-def test_permit_waits_for_the_shortest_timeout() -> None:
-    fw = framework(W1=(Waiter, 1, {"timeout": 10}), W2=(Waiter, 1, {"timeout": 3}))
-    status, timeout = fw.run_permit_plugins(CycleState(), object(), "a")  # type: ignore[arg-type]
-    assert status.code == Code.WAIT and timeout == 3
+def test_permit_waits_with_each_plugins_timeout_capped() -> None:
+    fw = framework(W1=(Waiter, 1, {"timeout": 10}), W2=(Waiter, 1, {"timeout": 10_000}))
+    status, waits = fw.run_permit_plugins(CycleState(), object(), "a")  # type: ignore[arg-type]
+    assert status.code == Code.WAIT
+    assert waits == {"W1": 10.0, "W2": MAX_PERMIT_TIMEOUT}
 
 
 @pytest.mark.parametrize(

@@ -92,6 +92,20 @@ def test_update_without_nominations_keeps_preemptions_choice(q: SchedulingQueue)
     assert q.nominator.node_of(k) == "n1"
 
 
+def test_a_failed_preemption_clears_the_nomination(q: SchedulingQueue) -> None:
+    k = add(q, with_status(pod("a"), "n1"))
+    assert q.nominator.node_of(k) == "n1"
+    (qpi,) = q.pop(1)
+    # a later cycle: preemption cannot help (PostFilter result with no node)
+    assert q.failed(k, qpi.cycle, unschedulable=True, message="m", plugins=[FIT], nominated_node="")
+    assert q.nominator.node_of(k) == "" and nominated(q) == []
+    # not eligible (preemptionPolicy Never): the report leaves the nomination alone
+    q2 = add(q, with_status(pod("b"), "n2"))
+    (qpi2,) = q.pop(1)
+    assert q.failed(q2, qpi2.cycle, unschedulable=True, message="m", plugins=[FIT])
+    assert q.nominator.node_of(q2) == "n2"
+
+
 def test_assumed_and_deleted_pods_leave_the_nominator(q: SchedulingQueue) -> None:
     raw = pod("a", nominated="n1")
     ka, kb = add(q, raw), add(q, pod("b", nominated="n1"))

@@ -4,11 +4,13 @@ unrolling, ignorePreferredTermsOfExistingPods, NormalizeScore)."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
+from shared.cli.workload import make_node, make_pod
 from shared.config import ConfigError
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import ClusterEvent, ClusterObjects, NodeScore
@@ -16,6 +18,7 @@ from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins import interpodaffinity as ipa
+from shared.plugins.interpodaffinity import ExistingAntiAffinityIndex, pod_terms
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -349,3 +352,101 @@ def test_normalize_score_negative_and_equal() -> None:
         **preferred("podAntiAffinity", 3, {**selects("web"), **term(ZONE)}),
     }
     assert scores(pl, pod("p", affinity=both)) == (Code.SUCCESS, {"n1": 0, "n2": 0, "n3": 0})
+
+
+# --- the index of existing pods' anti-affinity, kept from the change log ---------------
+
+
+def _anti_pod(name: str, color: str, topology: str, namespace: str = "default") -> PodInfo:
+    raw = make_pod(name, namespace=namespace, labels={"color": color})
+    raw["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"color": color}}, "topologyKey": topology}
+            ]
+        },
+        "podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 5,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": {"color": "blue"}},
+                        "topologyKey": topology,
+                    },
+                }
+            ]
+        }
+        if color == "blue"
+        else None,
+    }
+    return PodInfo.of(raw)
+
+
+def _walked(snapshot: ClusterSnapshot, pod: PodInfo) -> dict:
+    """existing_anti_affinity_counts the way it was counted before the index: every pod
+    with required anti-affinity, walked."""
+    counts: dict = {}
+    for node in snapshot.node_infos:
+        if node.raw_node is None:
+            continue
+        for existing in node.pods.values():
+            for term in pod_terms(existing).required_anti_affinity:
+                if term.matches(pod.pod, {}) and term.topology_key in node.labels:
+                    pair = (term.topology_key, node.labels[term.topology_key])
+                    counts[pair] = counts.get(pair, 0) + 1
+    return counts
+
+
+def test_anti_affinity_index_follows_every_change_of_the_snapshot() -> None:
+    rng = random.Random(5)
+    infos = []
+    for i in range(12):
+        info = NodeInfo(f"n{i}")
+        info.set_node(make_node(f"n{i}", zone=("a", "b", "c")[i % 3]))
+        infos.append(info)
+    snapshot = ClusterSnapshot(infos)
+    index = ExistingAntiAffinityIndex()
+    placed: dict[str, str] = {}
+    for step in range(300):
+        name = f"p{rng.randrange(40)}"
+        if name in placed and rng.random() < 0.4:
+            node = snapshot.get(placed.pop(name))
+            assert node is not None
+            node.remove_pod(f"default/{name}")
+            snapshot.node_changed(node.name)
+        elif name not in placed:
+            color = rng.choice(["green", "blue", "red"])
+            topology = rng.choice([HOST, ZONE])
+            node_name = f"n{rng.randrange(12)}"
+            snapshot.add_pod(_anti_pod(name, color, topology), node_name)
+            placed[name] = node_name
+        if step % 7 == 0:
+            index.sync(snapshot)
+            for color in ("green", "blue", "red"):
+                probe = PodInfo.of(make_pod("probe", labels={"color": color}))
+                counts: dict = {}
+                index.add_to(counts, probe.pod, {})
+                assert counts == _walked(snapshot, probe), (step, color)
+            walked_scoring = {
+                n.name
+                for n in snapshot.node_infos
+                if any(pod_terms(p).preferred_affinity for p in n.pods.values())
+            }
+            assert set(index.scoring_nodes) == walked_scoring
+
+
+def test_anti_affinity_index_starts_over_on_another_snapshot() -> None:
+    info = NodeInfo("n1")
+    info.set_node(make_node("n1"))
+    first = ClusterSnapshot([info])
+    first.add_pod(_anti_pod("a", "green", HOST), "n1")
+    index = ExistingAntiAffinityIndex()
+    index.sync(first)
+    other = NodeInfo("n2")
+    other.set_node(make_node("n2"))
+    second = ClusterSnapshot([other])
+    index.sync(second)
+    probe = PodInfo.of(make_pod("probe", labels={"color": "green"}))
+    counts: dict = {}
+    index.add_to(counts, probe.pod, {})
+    assert counts == {}

@@ -1,0 +1,80 @@
+"""A new watcher leader takes the cluster stream over from its predecessor.
+
+Each leader consumes through its own durable consumer, `watcher-<epoch>`, started
+just past the predecessor's ack floor; the predecessor's consumers are deleted.
+So the batch a killed leader had fetched but not acked is delivered again at
+once (not after ack_wait, and not acked away by the successor's ack-all), and a
+deposed leader that has not noticed yet can neither fetch nor ack any more: its
+consumer is gone (the watcher's half of fencing; queue and cache also refuse
+its epoch).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
+
+from shared.subjects import CLUSTER_PREFIX, CLUSTER_STREAM, WATCHER_CONSUMER
+
+log = logging.getLogger("ksched.watcher")
+
+
+def consumer_name(epoch: int) -> str:
+    return f"{WATCHER_CONSUMER}-{epoch}"
+
+
+def is_watcher_consumer(info: ConsumerInfo) -> bool:
+    """A watcher leader's durable ("watcher" alone: before leader election). Only
+    durables count: a publisher may create ephemeral consumers, never a durable."""
+    name = info.config.durable_name or ""
+    return name == WATCHER_CONSUMER or name.startswith(f"{WATCHER_CONSUMER}-")
+
+
+def resume_after(previous: list[ConsumerInfo]) -> int:
+    """The last stream sequence the predecessors fully handled (0: none, replay all)."""
+    return max((c.ack_floor.stream_seq for c in previous if c.ack_floor), default=0)
+
+
+def consumer_config(name: str, after: int) -> ConsumerConfig:
+    start = (
+        {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE, "opt_start_seq": after + 1}
+        if after
+        else {"deliver_policy": DeliverPolicy.ALL}
+    )
+    return ConsumerConfig(
+        durable_name=name,
+        filter_subject=f"{CLUSTER_PREFIX}.>",
+        ack_policy=AckPolicy.ALL,
+        ack_wait=60,
+        max_ack_pending=20_000,
+        **start,
+    )
+
+
+async def _all_consumers(js: JetStreamContext) -> list[ConsumerInfo]:
+    """Every consumer of the stream: the API lists 256 at a time, and publishers'
+    ephemeral consumers count too."""
+    infos: list[ConsumerInfo] = []
+    while True:
+        page = await js.consumers_info(CLUSTER_STREAM, offset=len(infos))
+        infos += page
+        if not page:
+            return infos
+
+
+async def take_over(js: JetStreamContext, epoch: int) -> str:
+    """Create this leader's consumer and delete its predecessors'; returns its name."""
+    name = consumer_name(epoch)
+    infos = await _all_consumers(js)
+    previous = [c for c in infos if is_watcher_consumer(c) and c.name != name]
+    after = resume_after(previous)
+    if not any(c.name == name for c in infos):
+        await js.add_consumer(CLUSTER_STREAM, consumer_config(name, after))
+    for old in previous:
+        with contextlib.suppress(Exception):  # already gone: deleted by a racing leader
+            await js.delete_consumer(CLUSTER_STREAM, old.name)
+    log.info("consuming the cluster stream as %s from sequence %d", name, after + 1)
+    return name

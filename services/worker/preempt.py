@@ -1,0 +1,151 @@
+"""Preemption's I/O: the act phase after DefaultPreemption chose a node, and the
+PodDisruptionBudgets its evaluator reads.
+
+The act phase (kube's prepareCandidate), after the preemptor's own status write
+(PodScheduled=False, status.nominatedNodeName) succeeded:
+1. each victim still placed on the node (same uid) is deleted: DELETED on its
+   subject with kube's DisruptionTarget condition, conditional on its latest
+   sequence, and a `Preempted` event;
+2. lower-priority pods nominated to that node lose their nomination (a
+   conditional status write), so that they look elsewhere.
+Both go through the cluster stream: the watcher, cache and queue see them like
+anyone's writes. A victim that changed or went meanwhile is left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import DeliverPolicy
+from nats.js.errors import NotFoundError
+
+from shared.api.events import BadEvent, decode_cluster_event
+from shared.api.pdb import PodDisruptionBudget
+from shared.api.podstatus import (
+    EVENT_PREEMPTED,
+    make_event,
+    preempted_message,
+    preempted_victim,
+    scheduler_name,
+    with_nominated_node,
+)
+from shared.framework.types import PodInfo
+from shared.runtime.publish import Conflict, publish_event, write_pod
+from shared.subjects import CLUSTER_STREAM, EXPECTED_LAST_SUBJECT_SEQ, PDBS_PREFIX, pod_subject
+from shared.wire import dump_json
+
+log = logging.getLogger("ksched.worker.preempt")
+
+
+async def latest_pod(js: JetStreamContext, pod: PodInfo) -> tuple[dict[str, Any], int] | None:
+    """The pod's current object and sequence on its subject; None if it is gone."""
+    meta = pod.pod.metadata
+    subject = pod_subject(meta.namespace, meta.name)
+    try:
+        last = await js.get_last_msg(CLUSTER_STREAM, subject)
+        ev = decode_cluster_event(subject, last.data or b"", last.headers, last.seq or 0)
+    except (NotFoundError, BadEvent):
+        return None
+    except Exception as err:  # NATS busy or away: act as if gone; the preemptor retries
+        log.warning("latest version of %s not read: %s", pod.key, err)
+        return None
+    if ev.type == "DELETED" or ev.obj.metadata.uid != meta.uid:
+        return None
+    return ev.raw, ev.seq
+
+
+async def delete_victim(nc: NATS, victim: PodInfo, preemptor: dict[str, Any], node: str) -> bool:
+    """Delete the victim if it is still the pod placed on `node`; True if deleted."""
+    js = nc.jetstream()
+    found = await latest_pod(js, victim)
+    if found is None or (found[0].get("spec") or {}).get("nodeName") != node:
+        return False
+    raw, seq = found
+    body = dump_json(
+        {"type": "DELETED", "object": preempted_victim(raw, scheduler_name(preemptor))}
+    )
+    meta = victim.pod.metadata
+    try:
+        await js.publish(
+            pod_subject(meta.namespace, meta.name),
+            body,
+            headers={EXPECTED_LAST_SUBJECT_SEQ: str(seq)},
+        )
+    except Exception as err:  # changed meanwhile (or NATS away): the preemptor retries
+        log.info("victim %s not deleted: %s", victim.key, err)
+        return False
+    message = preempted_message(preemptor, node)
+    await publish_event(
+        nc, make_event(raw, EVENT_PREEMPTED, message, warning=False, action="Preempting")
+    )
+    return True
+
+
+async def clear_nomination(js: JetStreamContext, pod: PodInfo, node: str) -> None:
+    """Remove status.nominatedNodeName from a pod still nominated to `node`."""
+    found = await latest_pod(js, pod)
+    if found is None:
+        return
+    raw, seq = found
+    if (raw.get("status") or {}).get("nominatedNodeName") != node:
+        return
+    updated = with_nominated_node(raw, "")
+    if updated is None:
+        return
+    try:
+        await write_pod(js, updated, seq)
+    except Conflict:
+        pass  # it changed: its own update re-evaluates it
+    except Exception as err:
+        log.warning("nomination of %s not cleared: %s", pod.key, err)
+
+
+async def act(
+    nc: NATS,
+    preemptor: dict[str, Any],
+    node: str,
+    victims: list[PodInfo],
+    lower_nominated: list[PodInfo],
+) -> int:
+    """Delete the victims and clear the lower nominations; how many victims went."""
+    js = nc.jetstream()
+    deleted = await asyncio.gather(*(delete_victim(nc, v, preemptor, node) for v in victims))
+    await asyncio.gather(*(clear_nomination(js, p, node) for p in lower_nominated))
+    return sum(deleted)
+
+
+class PdbWatch:
+    """Keeps `pdbs` (the list the frameworks' handles share) equal to the budgets on the
+    cluster stream: an ordered consumer from the latest message per subject. Malformed
+    ones are skipped here; the watcher reports them on ksched.errors."""
+
+    def __init__(self, js: JetStreamContext, pdbs: list[PodDisruptionBudget]) -> None:
+        self.js = js
+        self.pdbs = pdbs
+        self._by_subject: dict[str, PodDisruptionBudget] = {}
+
+    async def start(self) -> None:
+        await self.js.subscribe(
+            f"{PDBS_PREFIX}.>",
+            stream=CLUSTER_STREAM,
+            cb=self.on_msg,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+        )
+
+    async def on_msg(self, msg: Msg) -> None:
+        try:
+            ev = decode_cluster_event(msg.subject, msg.data, msg.headers, 0)
+        except BadEvent:
+            self._by_subject.pop(msg.subject, None)  # its last good version is outdated
+        else:
+            if ev.type == "DELETED" or not isinstance(ev.obj, PodDisruptionBudget):
+                self._by_subject.pop(msg.subject, None)
+            else:
+                self._by_subject[msg.subject] = ev.obj
+        self.pdbs[:] = list(self._by_subject.values())

@@ -1,0 +1,1 @@
+"""`ksched bench`: scheduler_perf's workloads run end to end against the services."""

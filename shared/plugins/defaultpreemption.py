@@ -1,0 +1,202 @@
+"""DefaultPreemption: when a pod fits nowhere, make room by preempting lower-priority pods.
+
+Implements: PostFilterPlugin (and the evaluator's PreemptionPolicy).
+
+Pure: it returns the chosen node and victims in the PostFilterResult; the worker
+deletes the victims and nominates the node (docs/preemption.md).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shared.framework.cycle_state import CycleState
+from shared.framework.interface import PostFilterPlugin, PostFilterResult
+from shared.framework.preemption import Budget, Evaluator, importance, random_offset
+from shared.framework.snapshot import Handle
+from shared.framework.status import Code, Status
+from shared.framework.types import NodeInfo, PodInfo
+from shared.plugins.args import arg_error, reject_unknown
+
+NAME = "DefaultPreemption"
+MSG_PREFIX = "preemption: "
+NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
+NO_VICTIMS = "No preemption victims found for incoming pod"
+
+DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
+DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
+
+
+@dataclass(frozen=True)
+class DefaultPreemptionArgs:
+    min_candidate_nodes_percentage: int = DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE
+    min_candidate_nodes_absolute: int = DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE
+
+
+def parse_args(args: Mapping[str, Any]) -> DefaultPreemptionArgs:
+    """v1 DefaultPreemptionArgs with kube-scheduler's defaults and validation."""
+    pct_field, abs_field = "minCandidateNodesPercentage", "minCandidateNodesAbsolute"
+    reject_unknown(NAME, args, (pct_field, abs_field))
+    pct = _int_arg(args, pct_field, DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE)
+    absolute = _int_arg(args, abs_field, DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE)
+    if not 0 <= pct <= 100:
+        raise arg_error(NAME, pct_field, f"Invalid value: {pct}: not in valid range [0, 100]")
+    if absolute < 0:
+        raise arg_error(NAME, abs_field, f"Invalid value: {absolute}: not in valid range [0, inf)")
+    if pct == 0 and absolute == 0:
+        raise arg_error(
+            NAME, pct_field, f"Invalid value: 0: cannot be zero at the same time as {abs_field}"
+        )
+    return DefaultPreemptionArgs(pct, absolute)
+
+
+def _int_arg(args: Mapping[str, Any], name: str, default: int) -> int:
+    value = args.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise arg_error(NAME, name, f"must be an integer, got {value!r}")
+    return value
+
+
+def filter_pods_with_pdb_violation(
+    pods: list[PodInfo], budgets: list[Budget]
+) -> tuple[list[PodInfo], list[PodInfo]]:
+    """(violating, non-violating), order kept: a pod violates when removing it (after the
+    pods before it in the list) takes a budget that covers it below zero."""
+    allowed = [b.allowed for b in budgets]
+    violating: list[PodInfo] = []
+    non_violating: list[PodInfo] = []
+    for info in pods:
+        pod = info.pod
+        violated = False
+        for i, budget in enumerate(budgets):
+            if not budget.pdb.matches(pod):
+                continue
+            if pod.metadata.name in budget.pdb.status.disrupted_pods:
+                continue  # the API server already counted this disruption
+            allowed[i] -= 1
+            violated = violated or allowed[i] < 0
+        (violating if violated else non_violating).append(info)
+    return violating, non_violating
+
+
+class DefaultPreemption(PostFilterPlugin):
+    name = NAME
+
+    def __init__(
+        self, args: DefaultPreemptionArgs, handle: Handle, rng: random.Random | None = None
+    ) -> None:
+        self.args = args
+        self.handle = handle
+        self.rng = rng or random.Random()
+        self.evaluator = Evaluator(handle, self)
+
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, node_to_status: dict[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
+        result, status = self.evaluator.preempt(state, pod, node_to_status)
+        if status.reasons:
+            status = Status(status.code, [MSG_PREFIX + status.message()])
+        return result, status
+
+    # --- PreemptionPolicy -------------------------------------------------------------
+
+    def calculate_num_candidates(self, num_nodes: int) -> int:
+        n = num_nodes * self.args.min_candidate_nodes_percentage // 100
+        n = max(n, self.args.min_candidate_nodes_absolute)
+        return min(n, num_nodes)
+
+    def get_offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
+        return random_offset(self.rng, num_nodes), self.calculate_num_candidates(num_nodes)
+
+    def pod_eligible_to_preempt_others(
+        self, pod: PodInfo, nominated_node_status: Status | None
+    ) -> tuple[bool, str]:
+        if pod.pod.spec.preemption_policy == "Never":
+            return False, NOT_ELIGIBLE_NEVER
+        nominated = pod.pod.status.nominated_node_name
+        if not nominated:
+            return True, ""
+        if (
+            nominated_node_status is not None
+            and nominated_node_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        ):
+            return True, ""  # the nominated node cannot work any more: preempt again
+        info = self.handle.snapshot.get(nominated)
+        if info is not None and any(
+            self._preemptible(victim, pod) and victim.key in self.handle.terminating
+            for victim in info.pods.values()
+        ):
+            # Victims of an earlier preemption are still going: wait for them.
+            return False, NOT_ELIGIBLE_TERMINATING
+        return True, ""
+
+    def select_victims_on_node(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, budgets: list[Budget]
+    ) -> tuple[list[PodInfo], int, Status]:
+        """The fewest, least important pods of `node` whose removal lets `pod` fit:
+        remove every lower-priority pod, check the pod fits, then put back (reprieve) as
+        many as possible, PDB-violating ones first, most important first. Works on
+        copies of `node` and `state`, made only once there are potential victims."""
+        runner = self.handle.runner
+        if runner is None:
+            return [], 0, Status(Code.ERROR, ["preemption needs the framework's filter runner"])
+        potential = sorted(
+            (p for p in node.pods.values() if self._preemptible(p, pod)), key=importance
+        )
+        if not potential:
+            return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [NO_VICTIMS])
+        state, node = state.clone(), node.clone()
+        for victim in potential:
+            node.remove_pod(victim.key)
+            status = runner.run_pre_filter_extension_remove_pod(state, pod, victim, node)
+            if not status.ok:
+                return [], 0, status
+        # Without every lower-priority pod it still does not fit: no use here. (Affinity
+        # to a victim is not considered, as upstream.)
+        status = runner.run_filter_plugins_with_nominated_pods(state, pod, node)
+        if not status.ok:
+            return [], 0, status
+        violating, non_violating = filter_pods_with_pdb_violation(potential, budgets)
+        victims: list[PodInfo] = []
+        violations = 0
+        for group, violates in ((violating, 1), (non_violating, 0)):
+            for candidate in group:
+                fits, status = self._reprieve(state, pod, node, candidate)
+                if not status.ok:
+                    return [], 0, status
+                if not fits:
+                    victims.append(candidate)
+                    violations += violates
+        if violating and non_violating:
+            victims.sort(key=importance)
+        return victims, violations, Status()
+
+    def _reprieve(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, victim: PodInfo
+    ) -> tuple[bool, Status]:
+        """Put `victim` back; if the pod no longer fits, take it out again (a victim)."""
+        runner = self.handle.runner
+        assert runner is not None
+        node.add_pod(victim)
+        status = runner.run_pre_filter_extension_add_pod(state, pod, victim, node)
+        if not status.ok:
+            return False, status
+        if runner.run_filter_plugins_with_nominated_pods(state, pod, node).ok:
+            return True, status
+        node.remove_pod(victim.key)
+        return False, runner.run_pre_filter_extension_remove_pod(state, pod, victim, node)
+
+    @staticmethod
+    def _preemptible(victim: PodInfo, preemptor: PodInfo) -> bool:
+        """isPreemptionAllowed: only pods of lower priority."""
+        return victim.pod.spec.priority < preemptor.pod.spec.priority
+
+
+def new(args: dict[str, Any], handle: Handle) -> DefaultPreemption:
+    return DefaultPreemption(parse_args(args), handle)

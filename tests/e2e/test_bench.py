@@ -1,0 +1,42 @@
+"""`ksched bench` end to end on a tiny cluster: every workload runs, is audited, and
+leaves its JSON, the summary and the charts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shared.bench.workloads import WORKLOADS
+from shared.cli.main import main
+
+pytestmark = pytest.mark.e2e
+
+
+def test_bench_runs_every_workload_and_writes_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = f"--nodes 12 --scale 0.01 --scaling 1 2 --paced-pods 20 --timeout 60 --out {tmp_path}"
+    code = main(["bench", *args.split()])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    runs = {r["workload"]: r for r in summary["runs"]}
+    assert set(runs) == set(WORKLOADS)
+    for name, run in runs.items():
+        assert run["bound"] == run["measured_pods"], name
+        assert run["overcommitted_nodes"] == run["violated_constraints"] == 0, name
+        assert run["double_bindings"] == 0, name
+        roles = {"watcher", "queue", "cache", "worker", "binder", "nats-server", "redis-server"}
+        assert roles < set(run["cpu_seconds"]) and min(run["cpu_seconds"].values()) >= 0, name
+        assert min(run["peak_rss_mb"][role] for role in roles) > 1, name
+        assert run["latency_ms"]["p99"] >= run["latency_ms"]["p50"] > 0, name
+        assert (tmp_path / f"{name}-2w1b.json").exists()
+    assert sum(runs["SchedulingBasic"]["cpu_seconds"].values()) > 0
+    assert runs["SchedulingBasic"]["paced"]["pods"] == 20
+    assert [s["workers"] for s in summary["scaling"]] == [1, 2]
+    assert summary["baseline"]["bound"] == runs["SchedulingBasic"]["measured_pods"]
+    assert (tmp_path / "throughput.png").stat().st_size > 1000
+    assert (tmp_path / "scaling.png").exists()
+    assert "ratio" in out and "CPU seconds per 1000 bound pods" in out

@@ -1,0 +1,250 @@
+"""The deployment's access control, run locally with compose's own configuration:
+deploy/nats/nats.conf (a NATS user per service and one for publishers) and
+deploy/redis/users.acl.template (a Redis ACL user per stateful service)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import nats
+import pytest
+import redis.asyncio as aioredis
+from nats.aio.client import Client as NATS
+from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
+
+from shared import keys
+from shared.cli.workload import make_node, make_pod
+from shared.client import PodTracker, publish_all
+from shared.devstack import SERVICES, LocalStack, Server, start_nats, start_redis
+from shared.runtime.connections import ensure_streams
+from shared.subjects import (
+    BIND_SUBJECT,
+    CACHE_ASSUME,
+    CLUSTER_STREAM,
+    QUEUE_POP,
+    event_subject,
+    pod_subject,
+)
+
+pytestmark = pytest.mark.e2e
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+NATS_USERS = ("publisher", "operator", "watcher", "queue", "cache", "worker", "binder")
+REDIS_USERS = ("watcher", "queue", "cache", "worker")  # the binder keeps no state
+PASSWORDS = {user: f"{user}-secret-0123456789" for user in NATS_USERS}
+
+
+def nats_env() -> dict[str, str]:
+    return {f"KSCHED_NATS_{u.upper()}_PASSWORD": p for u, p in PASSWORDS.items()}
+
+
+def render_acl(workdir: Path) -> Path:
+    """What deploy/redis/entrypoint.sh does with the docker secrets."""
+    lines = (DEPLOY / "redis" / "users.acl.template").read_text().splitlines()
+    text = "\n".join(line for line in lines if line.strip() and not line.startswith("#"))
+    for user in REDIS_USERS:
+        text = text.replace(f"@{user.upper()}@", PASSWORDS[user])
+    path = workdir / "users.acl"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[tuple[Server, Server]]:
+    nats_server = start_nats(tmp_path, config=DEPLOY / "nats" / "nats.conf", env=nats_env())
+    redis_server = start_redis(tmp_path, aclfile=render_acl(tmp_path))
+    yield nats_server, redis_server
+    redis_server.stop()
+    nats_server.stop()
+
+
+async def connect_as(server: Server, user: str, errors: list[str] | None = None) -> NATS:
+    async def on_error(err: Exception) -> None:
+        if errors is not None:
+            errors.append(str(err))
+
+    return await nats.connect(
+        f"nats://127.0.0.1:{server.port}",
+        user=user,
+        password=PASSWORDS[user],
+        error_cb=on_error,
+        allow_reconnect=False,
+    )
+
+
+def redis_as(server: Server, user: str | None) -> aioredis.Redis:
+    auth = {"username": user, "password": PASSWORDS[user]} if user else {}
+    return aioredis.Redis(port=server.port, **auth)  # type: ignore[arg-type]
+
+
+async def test_a_publisher_publishes_cluster_events_and_reads_events(
+    servers: tuple[Server, Server],
+) -> None:
+    nats_server, _ = servers
+    binder = await connect_as(nats_server, "binder")
+    await ensure_streams(binder.jetstream())  # the services create the streams
+    publisher = await connect_as(nats_server, "publisher")
+    try:
+        events = await publisher.subscribe("ksched.events.>")
+        await publisher.flush()
+        ack = await publisher.jetstream().publish(pod_subject("default", "p"), b"{}")
+        assert ack.stream == CLUSTER_STREAM
+        await binder.publish(event_subject("default", "p"), b"scheduled")
+        assert (await events.next_msg(timeout=2)).data == b"scheduled"
+        last = await publisher.jetstream().get_last_msg(CLUSTER_STREAM, pod_subject("default", "p"))
+        assert last.data == b"{}"
+    finally:
+        await publisher.close()
+        await binder.close()
+
+
+@pytest.mark.parametrize("subject", [BIND_SUBJECT, QUEUE_POP, CACHE_ASSUME, "ksched.errors.x"])
+async def test_a_publisher_cannot_publish_on_an_internal_subject(
+    servers: tuple[Server, Server], subject: str
+) -> None:
+    nats_server, _ = servers
+    insider = await connect_as(nats_server, "worker")
+    listener = await connect_as(nats_server, "queue" if subject == QUEUE_POP else "cache")
+    errors: list[str] = []
+    publisher = await connect_as(nats_server, "publisher", errors)
+    try:
+        # the subject's real audience listens (the queue, the cache, or a JetStream stream)
+        heard = await listener.subscribe("ksched.internal.>")
+        await ensure_streams(insider.jetstream())
+        await listener.flush()
+        await publisher.publish(subject, b"forged")
+        await publisher.flush()
+        await asyncio.sleep(0.3)
+        assert any("permissions violation" in e.lower() for e in errors), errors
+        with pytest.raises(nats.errors.TimeoutError):
+            await heard.next_msg(timeout=0.3)
+        info = await insider.jetstream().stream_info("KSCHED_BIND")
+        assert info.state.messages == 0
+    finally:
+        for nc in (publisher, listener, insider):
+            await nc.close()
+
+
+async def test_a_publisher_can_neither_listen_in_nor_touch_the_streams(
+    servers: tuple[Server, Server],
+) -> None:
+    nats_server, _ = servers
+    watcher = await connect_as(nats_server, "watcher")
+    await ensure_streams(watcher.jetstream())
+    errors: list[str] = []
+    publisher = await connect_as(nats_server, "publisher", errors)
+    try:
+        await publisher.subscribe("ksched.internal.>")
+        await publisher.flush()
+        await asyncio.sleep(0.3)
+        assert any("subscription" in e.lower() for e in errors), errors
+        with pytest.raises(Exception):  # noqa: B017 - denied: no responder ever answers
+            await publisher.jetstream(timeout=1).delete_stream(CLUSTER_STREAM)
+        assert (await watcher.jetstream().stream_info(CLUSTER_STREAM)).config.name
+    finally:
+        await publisher.close()
+        await watcher.close()
+
+
+async def test_an_operator_may_inspect_but_not_schedule(servers: tuple[Server, Server]) -> None:
+    nats_server, _ = servers
+    errors: list[str] = []
+    operator = await connect_as(nats_server, "operator", errors)
+    try:
+        for subject in (pod_subject("default", "p"), QUEUE_POP, CACHE_ASSUME):
+            await operator.publish(subject, b"forged")
+        await operator.flush()
+        await asyncio.sleep(0.3)
+        assert sum("permissions violation" in e.lower() for e in errors) == 3, errors
+    finally:
+        await operator.close()
+
+
+async def test_no_redis_for_publishers_and_each_service_only_its_keys(
+    servers: tuple[Server, Server],
+) -> None:
+    _, redis_server = servers
+    cache, queue, worker = (redis_as(redis_server, u) for u in ("cache", "queue", "worker"))
+    outsider = redis_as(redis_server, None)  # a publisher has no Redis user at all
+    await cache.hset(keys.CACHE_PODS, "default/p", b"record")
+    try:
+        assert await outsider.ping()
+        with pytest.raises(NoPermissionError):
+            await outsider.hgetall(keys.CACHE_PODS)
+        with pytest.raises((AuthenticationError, ResponseError)):
+            await outsider.execute_command("AUTH", "publisher", PASSWORDS["publisher"])
+        assert await worker.hgetall(keys.CACHE_PODS) == {b"default/p": b"record"}
+        with pytest.raises(NoPermissionError):
+            await worker.hset(keys.CACHE_PODS, "default/p", b"forged")  # read-only
+        # nor through a script
+        with pytest.raises(ResponseError, match=r"(?i)permission|can.t run this command"):
+            await worker.eval("return redis.call('HDEL', KEYS[1], 'default/p')", 1, keys.CACHE_PODS)
+        with pytest.raises(NoPermissionError):
+            await queue.hgetall(keys.CACHE_PODS)  # another service's keys
+        for client in (cache, queue, worker):
+            for command in (("FLUSHALL",), ("KEYS", "*"), ("CONFIG", "GET", "*")):
+                with pytest.raises(NoPermissionError):
+                    await client.execute_command(*command)
+        assert await cache.hget(keys.CACHE_PODS, "default/p") == b"record"
+    finally:
+        for client in (cache, queue, worker, outsider):
+            await client.aclose()
+
+
+async def test_the_services_schedule_with_their_own_credentials_only(
+    servers: tuple[Server, Server], tmp_path: Path
+) -> None:
+    """The whole pipeline, each service as its NATS user and Redis user (passwords from
+    files, as docker secrets): the permissions are enough to schedule; the publisher
+    watches the outcome with its own."""
+    nats_server, redis_server = servers
+    service_env = {}
+    for name in SERVICES:
+        (tmp_path / f"nats_{name}").write_text(PASSWORDS[name])
+        env = {
+            "KSCHED_NATS_USER": name,
+            "KSCHED_NATS_PASSWORD_FILE": str(tmp_path / f"nats_{name}"),
+        }
+        if name in REDIS_USERS:
+            env |= {"KSCHED_REDIS_USERNAME": name, "KSCHED_REDIS_PASSWORD": PASSWORDS[name]}
+        service_env[name] = env
+    stack = LocalStack(tmp_path / "stack", workers=1, binders=1, service_env=service_env)
+    stack.nats, stack.redis = nats_server, redis_server
+    stack.workdir.mkdir(parents=True)
+    publisher = await connect_as(nats_server, "publisher")
+    try:
+        stack.start_services()
+        stack.wait_ready()
+        tracker = PodTracker()
+        await tracker.start(publisher)  # a publisher lists and watches through an ephemeral
+        js = publisher.jetstream()
+        await publish_all(js, [make_node(f"n{i}", cpu="2") for i in range(3)])
+        await publish_all(js, [make_pod(f"p-{i}", cpu="500m") for i in range(12)])
+        await publish_all(js, [make_pod("huge", cpu="64")])
+        assert await tracker.wait_until(
+            lambda t: len(t.bound()) == 12 and "default/huge" in t.unschedulable(),
+            timeout=60,
+        ), f"{len(tracker.bound())} bound"
+        assert all(s.proc.poll() is None for s in stack.services)
+        # and an operator finds every instance through discovery (`ksched status`)
+        operator = await connect_as(nats_server, "operator")
+        try:
+            inbox = operator.new_inbox()
+            replies = await operator.subscribe(inbox)
+            await operator.publish("$SRV.PING", b"", reply=inbox)
+            names = set()
+            for _ in range(len(stack.services)):
+                names.add(json.loads((await replies.next_msg(timeout=5)).data)["name"])
+            assert names == {f"ksched-{name}" for name in SERVICES}
+        finally:
+            await operator.close()
+        violations = [
+            line for line in nats_server.log_path.read_text().splitlines() if "Violation" in line
+        ]
+        assert not violations, violations[:3]  # the services needed nothing they lack
+    finally:
+        await publisher.close()
+        stack.stop_services()
