@@ -125,6 +125,7 @@ class AssumeReply(TypedDict, total=False):
     ok: bool
     plugin: str
     reasons: list[str]
+    generation: int  # when ok: the node's generation with the pod committed on it
 
 
 # {"assume": [Assumption, ...]} -> {"results": [AssumeReply, ...]}

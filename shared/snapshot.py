@@ -8,6 +8,7 @@ headNode/generation idea), in one Redis round trip.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
@@ -23,6 +24,20 @@ from shared.wire import unpack
 # A committed pod shows in its node's record within one refresh; an assumption left
 # longer (its pod bound and deleted in between, say) is dropped rather than kept forever.
 PENDING_TTL = 10.0
+
+_NOT_YET = float("inf")
+
+
+@dataclass
+class _Pending:
+    """A local assumption; `committed_at` is the node generation that holds it at the
+    cache, once the cache said so."""
+
+    pod: PodInfo
+    node: str
+    since: float
+    committed_at: float = _NOT_YET
+
 
 _DELTA_LUA = files("shared.lua").joinpath("snapshot_delta.lua").read_text()
 
@@ -41,9 +56,9 @@ class Snapshot:
         self._position: dict[str, int] = {}
         self._columns: NodeColumns | None = None
         self._cluster: ClusterSnapshot | None = None
-        # Pods assumed here and not yet seen in the cache's records: key -> (pod, node,
-        # when). A refresh racing another lane's commit must not drop them.
-        self._pending: dict[str, tuple[PodInfo, str, float]] = {}
+        # Pods assumed here and not yet seen in the cache's records: key -> pending. A
+        # refresh racing another lane's commit must not drop them.
+        self._pending: dict[str, _Pending] = {}
         self._pod_groups: dict[str, dict[str, Any]] = {}
         self._pod_groups_version: bytes | str | None = None
 
@@ -117,16 +132,18 @@ class Snapshot:
         has not committed yet (another lane's batch in flight): put them back, so that
         the lane's next pods still see them. A pod the record shows is committed."""
         now = time.monotonic()
-        for key, (pod, node, since) in list(self._pending.items()):
-            info = self.nodes.get(node)
-            if info is None or now - since > PENDING_TTL:
+        for key, p in list(self._pending.items()):
+            info = self.nodes.get(p.node)
+            if info is None or now - p.since > PENDING_TTL:
                 del self._pending[key]
-            elif node not in changed:
+            elif p.node not in changed:
                 continue
-            elif key in info.pods:
-                del self._pending[key]  # committed, and now in the cache's record
+            elif key in info.pods or info.generation >= p.committed_at:
+                # committed, and the record is at least as new as the commit: whatever
+                # it shows now (the pod, or not any more: deleted since) is the truth
+                del self._pending[key]
             else:
-                self._add_local(pod, node)
+                self._add_local(p.pod, p.node)
 
     def _decode(self, name: str, record: bytes | str, old: NodeInfo | None) -> NodeInfo:
         return NodeInfo.from_record(unpack(record), old)
@@ -148,8 +165,15 @@ class Snapshot:
     def assume(self, pod: PodInfo, node_name: str) -> None:
         """Count `pod` on the node locally, so that later pods (of this batch and of the
         other lanes) see it, until the cache's record of the node shows it or `forget`."""
-        self._pending[pod.key] = (pod, node_name, time.monotonic())
+        self._pending[pod.key] = _Pending(pod, node_name, time.monotonic())
         self._add_local(pod, node_name)
+
+    def committed(self, key: str, generation: int | None) -> None:
+        """The cache committed the assumption of `key`; its node's record carries it from
+        `generation` on (None: a cache that does not say; then the TTL ends it)."""
+        p = self._pending.get(key)
+        if p is not None and generation is not None:
+            p.committed_at = generation
 
     def _add_local(self, pod: PodInfo, node_name: str) -> None:
         if self._cluster is not None:

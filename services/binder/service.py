@@ -36,6 +36,7 @@ from shared.api.podstatus import (
 )
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import Diagnosis, FitError
+from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, event_label
 from shared.framework.runtime import Framework
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import PodInfo
@@ -312,7 +313,7 @@ class Binder:
 
     async def _requeue(self, reports: list[Report]) -> None:
         # Forgetting an assumption frees room: pods waiting for it get another look.
-        body = {"reports": reports, "move": "AssignedPodDelete"}
+        body = {"reports": reports, "move": event_label(EVENT_ASSIGNED_POD_DELETE)}
         await retry_forever("report to queue", lambda: request(self.rt.nc, QUEUE_REPORT, body))
 
     async def _send_permit_signals(self) -> None:

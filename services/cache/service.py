@@ -167,7 +167,8 @@ class CacheService:
         )
         if result.ok:
             self.assumed.inc()
-            return {"key": a["key"], "ok": True}
+            generation = self.cache.nodes[a["node"]].generation
+            return {"key": a["key"], "ok": True, "generation": generation}
         status = result.status
         assert status is not None
         self.conflicts.labels(status.plugin).inc()

@@ -29,6 +29,7 @@ from shared.api.podstatus import (
 )
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import Diagnosis, FitError
+from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, event_label
 from shared.framework.interface import PostFilterResult
 from shared.framework.runtime import Framework
 from shared.framework.schedule_one import Scheduler, SchedulingError
@@ -79,6 +80,7 @@ class Attempt:
     state: CycleState = field(default_factory=CycleState)
     preemption: PostFilterResult | None = None  # what PostFilter decided, on a FitError
     waits: dict[str, float] = field(default_factory=dict)  # Permit said Wait: plugin -> timeout
+    victims_gone: bool = False  # preemption found victims already deleted
 
     @property
     def framework(self) -> Framework:
@@ -224,7 +226,11 @@ class Worker:
         failures = await asyncio.gather(*(self._record_failure(a, err) for a, err in failed))
         reports.extend(bound)
         reports.extend(failures)
-        await retry_forever("report to queue", lambda: self._report(reports), max_delay=1.0)
+        # Victims already gone mean this attempt read a node older than the queue's view:
+        # their deletion may have moved pods before this one was parked; move it now.
+        gone = any(a.victims_gone for a, _ in failed)
+        move = event_label(EVENT_ASSIGNED_POD_DELETE) if gone else None
+        await retry_forever("report to queue", lambda: self._report(reports, move), max_delay=1.0)
         per_pod = (time.perf_counter() - start) / max(len(queued), 1)
         self.per_pod_seconds = (
             per_pod if not self.per_pod_seconds else 0.7 * self.per_pod_seconds + 0.3 * per_pod
@@ -419,6 +425,7 @@ class Worker:
         refused = []
         for a, result in zip(placed, results, strict=True):
             if result["ok"]:
+                self.snapshot.committed(a.pod.key, result.get("generation"))
                 committed.append(a)
             else:
                 self.snapshot.forget(a.pod, a.node)
@@ -514,6 +521,7 @@ class Worker:
         for v in victims:
             self.terminating[v.key] = node
         deleted = await act(self.rt.nc, a.qp["pod"], node, victims, a.preemption.lower_nominated)
+        a.victims_gone = deleted < len(victims)
         self.preemption_victims.observe(len(victims))
         log.info(
             "preempted %d of %d victims on %s",
@@ -523,9 +531,12 @@ class Worker:
             extra={"pod": a.pod.key, "cycle": a.qp["cycle"]},
         )
 
-    async def _report(self, reports: list[Report]) -> None:
+    async def _report(self, reports: list[Report], move: str | None = None) -> None:
         if reports:
-            await request(self.rt.nc, QUEUE_REPORT, {"reports": reports}, timeout=10)
+            body: dict[str, Any] = {"reports": reports}
+            if move:
+                body["move"] = move
+            await request(self.rt.nc, QUEUE_REPORT, body, timeout=10)
 
 
 def _bind_request(a: Attempt, now: float) -> BindRequest:

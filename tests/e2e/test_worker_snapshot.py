@@ -75,3 +75,40 @@ async def test_a_forgotten_assumption_is_not_put_back(redis: aioredis.Redis) -> 
     await write_node(redis, node("n1"), 2)
     await snapshot.refresh()
     assert snapshot.nodes["n1"].pods == {}
+
+
+async def committed_locally(redis: aioredis.Redis, pod: PodInfo, generation: int) -> Snapshot:
+    """A snapshot of n1 (empty, generation 1) in which `pod` was assumed and then
+    committed by the cache at `generation`."""
+    await write_node(redis, node("n1"), 1)
+    snapshot = Snapshot(redis)
+    await snapshot.refresh()
+    snapshot.assume(pod, "n1")
+    snapshot.committed(pod.key, generation)
+    return snapshot
+
+
+async def test_a_committed_assumption_deleted_before_any_refresh_is_not_put_back(
+    redis: aioredis.Redis,
+) -> None:
+    """The pod is committed (generation 2) and deleted (generation 3) before this worker
+    refreshes again: the record it then reads is newer than the commit, so the pod is
+    gone. (Putting it back left a phantom pod on the node, and a preemptor that saw it
+    there was parked with nothing left to move it.)"""
+    local = PodInfo.of(make_pod("local", cpu="3"), 2)
+    snapshot = await committed_locally(redis, local, 2)
+    await write_node(redis, node("n1"), 3)
+    await snapshot.refresh()
+    assert snapshot.nodes["n1"].pods == {}
+    assert snapshot.cluster().columns.requested("cpu")[0] == 0
+
+
+async def test_an_older_record_read_after_the_commit_keeps_the_assumption(
+    redis: aioredis.Redis,
+) -> None:
+    """A record from before the commit (a refresh that raced it) still lacks the pod."""
+    local = PodInfo.of(make_pod("local", cpu="3"), 2)
+    snapshot = await committed_locally(redis, local, 5)
+    await write_node(redis, node("n1"), 4)
+    await snapshot.refresh()
+    assert set(snapshot.nodes["n1"].pods) == {local.key}
