@@ -44,9 +44,9 @@ _DELTA_LUA = files("shared.lua").joinpath("snapshot_delta.lua").read_text()
 
 class Snapshot:
     """The worker's NodeInfos, their node-tree order, the ClusterSnapshot and the columns
-    over it, all kept in step: a changed node replaces its entry in place; only adding
-    or removing a node (or a node object appearing or vanishing under lingering pods)
-    rebuilds them."""
+    over it, all kept in step: a changed node replaces its entry in place; adding or
+    removing a node (or a node object appearing or vanishing under lingering pods)
+    rebuilds the order and the ClusterSnapshot, and reshapes the columns (rows copied)."""
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self._script = redis.register_script(_DELTA_LUA)
@@ -55,6 +55,7 @@ class Snapshot:
         self._list: list[NodeInfo] | None = None
         self._position: dict[str, int] = {}
         self._columns: NodeColumns | None = None
+        self._reshape = False  # the columns describe an older set of nodes
         self._cluster: ClusterSnapshot | None = None
         # Pods assumed here and not yet seen in the cache's records: key -> pending. A
         # refresh racing another lane's commit must not drop them.
@@ -115,8 +116,8 @@ class Snapshot:
             return
         if rebuild or self._list is None:
             self._list = None
-            self._columns = None
             self._cluster = None
+            self._reshape = self._columns is not None  # their rows are reused
         else:
             for info in replaced:
                 self._list[self._position[info.name]] = info
@@ -157,7 +158,12 @@ class Snapshot:
     def cluster(self) -> ClusterSnapshot:
         """The plugins' view of this snapshot (rebuilt only after a change)."""
         if self._cluster is None:
-            self._cluster = ClusterSnapshot(self.node_list(), columns=self._columns)
+            nodes = self.node_list()
+            if self._columns is not None and self._reshape:
+                present = [n for n in nodes if n.raw_node is not None]
+                self._columns = self._columns.reshaped(present)
+            self._reshape = False
+            self._cluster = ClusterSnapshot(nodes, columns=self._columns)
             self._cluster.fill_image_states()
             self._columns = self._cluster.columns
         return self._cluster

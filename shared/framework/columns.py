@@ -5,7 +5,8 @@ allocatable and requested amounts; labels, taints and images are indexed so that
 selector or a toleration is evaluated once per distinct value (or distinct taint
 set), not once per node. `update(name)` re-reads one node's row after it changed
 (a pod assumed or removed, a new node version), so a worker keeps its columns in
-step with its snapshot in O(changed nodes); adding or removing a node rebuilds.
+step with its snapshot in O(changed nodes); adding or removing a node reshapes them
+(`reshaped`: rows copied by array indexing, only new nodes read).
 
 Columns other than the fixed ones are built on first use (a resource, label key or
 image some pod asked about) and kept up to date from then on.
@@ -49,6 +50,15 @@ SAFE_AMOUNT = 2**62
 # most recently (each is recounted on its node whenever a row changes).
 MAX_POD_COUNT_COLUMNS = 16
 PodCounter = Callable[["NodeInfo"], int]
+# The per-node arrays every NodeColumns has (filled by _fill_fixed).
+_FIXED_ROWS = (
+    "num_pods",
+    "nonzero_cpu",
+    "nonzero_memory",
+    "unschedulable",
+    "has_ports",
+    "taint_group",
+)
 TaintKey = tuple[tuple[str, str, str], ...]
 
 
@@ -60,6 +70,13 @@ class LabelColumn:
         self.code_of: dict[str, int] = {}
         self.values: list[str] = []
         self._ints: tuple[IntArray, BoolArray] | None = None  # for Gt / Lt
+
+    def taken(self, rows: IntArray) -> LabelColumn:
+        """A copy with the codes of `rows`, in that order (reshaped columns)."""
+        col = LabelColumn(0)
+        col.codes = self.codes[rows]
+        col.code_of, col.values = dict(self.code_of), list(self.values)
+        return col
 
     def code(self, value: str) -> int:
         code = self.code_of.get(value)
@@ -116,6 +133,11 @@ class ImageColumn:
     def __init__(self, n: int) -> None:
         self.size = np.zeros(n, dtype=np.int64)
         self.present = np.zeros(n, dtype=np.bool_)
+
+    def taken(self, rows: IntArray) -> ImageColumn:
+        col = ImageColumn(0)
+        col.size, col.present = self.size[rows], self.present[rows]
+        return col
 
 
 def image_sizes(info: NodeInfo) -> dict[str, int]:
@@ -187,6 +209,46 @@ class NodeColumns:
             counts[i] = counter(info)
         self.version += 1
         return True
+
+    def reshaped(self, infos: Sequence[NodeInfo]) -> NodeColumns:
+        """Columns over `infos` (nodes added, removed or reordered) that copy the row of
+        every NodeInfo this one already holds (the same object) and read only the
+        others, so a change to the set of nodes costs array copies, not a rebuild.
+        Columns built on first use carry over."""
+        infos = list(infos)
+        if not self.n or not infos:
+            return NodeColumns(infos)
+        rows = [self.index.get(info.name, -1) for info in infos]
+        fresh = [
+            i
+            for i, (info, r) in enumerate(zip(infos, rows, strict=True))
+            if r < 0 or self.infos[r] is not info
+        ]
+        src = np.array([max(r, 0) for r in rows], dtype=np.int64)  # fresh rows: refilled
+        new = object.__new__(NodeColumns)
+        new.infos, new.n = infos, len(infos)
+        new.index = {info.name: i for i, info in enumerate(infos)}
+        new.version = self.version + 1
+        new.oversized, new.amount_bound, new.negative = (
+            self.oversized,
+            self.amount_bound,
+            self.negative,
+        )
+        for name in _FIXED_ROWS:
+            setattr(new, name, getattr(self, name)[src])
+        new.taint_groups = list(self.taint_groups)
+        new._taint_group_of = dict(self._taint_group_of)
+        new._alloc = {res: col[src] for res, col in self._alloc.items()}
+        new._requested = {res: col[src] for res, col in self._requested.items()}
+        new._labels = {key: col.taken(src) for key, col in self._labels.items()}
+        new._images = {name: col.taken(src) for name, col in self._images.items()}
+        new._image_names = [self._image_names[r] for r in src.tolist()]
+        new._pod_counts = {
+            key: (counts[src], counter) for key, (counts, counter) in self._pod_counts.items()
+        }
+        for i in fresh:
+            new.update(infos[i].name)
+        return new
 
     def replace(self, info: NodeInfo) -> bool:
         """A new NodeInfo object for an existing row (a refreshed node)."""

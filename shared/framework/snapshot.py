@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -149,19 +150,12 @@ class ClusterSnapshot:
     def fill_image_states(self) -> None:
         """Per node: image name -> (size on that node, number of nodes having it)."""
         self._images_filled = True
-        count: dict[str, int] = {}
-        for info in self.nodes:
-            for name in _image_names(info):
-                count[name] = count.get(name, 0) + 1
-        for info in self.nodes:
-            info.image_states = {}
-            for image in info.node.status.images:
-                for name in image.names:
-                    info.image_states[name] = ImageStateSummary(image.size_bytes, count[name])
-
-
-def _image_names(info: NodeInfo) -> set[str]:
-    return {name for image in info.node.status.images for name in image.names}
+        sizes = [image_sizes(info) for info in self.nodes]
+        count = Counter(name for per_node in sizes for name in per_node)
+        for info, per_node in zip(self.nodes, sizes, strict=True):
+            info.image_states = {
+                name: ImageStateSummary(size, count[name]) for name, size in per_node.items()
+            }
 
 
 BindFn = Callable[[PodInfo, str], Awaitable[Status]]

@@ -112,3 +112,22 @@ async def test_an_older_record_read_after_the_commit_keeps_the_assumption(
     await write_node(redis, node("n1"), 4)
     await snapshot.refresh()
     assert set(snapshot.nodes["n1"].pods) == {local.key}
+
+
+async def test_nodes_added_and_removed_reshape_the_columns(redis: aioredis.Redis) -> None:
+    """The columns follow a node coming and another going (rows copied, not rebuilt)."""
+    pod = PodInfo.of(make_pod("p", cpu="1"), 1)
+    for i, info in enumerate([node("n1", pod), node("n2"), node("n3")]):
+        await write_node(redis, info, i + 1)
+    snapshot = Snapshot(redis)
+    await snapshot.refresh()
+    before = snapshot.cluster().columns
+    await redis.hdel(keys.CACHE_NODEINFO, "n2")
+    await redis.zadd(keys.CACHE_GENERATIONS, {"n2": 4})
+    await write_node(redis, node("n4", PodInfo.of(make_pod("q", cpu="2"), 2)), 5)
+    await snapshot.refresh()
+    columns = snapshot.cluster().columns
+    assert columns is not before
+    assert [i.name for i in columns.infos] == ["n1", "n3", "n4"]
+    assert columns.requested("cpu").tolist() == [1000, 0, 2000]
+    assert columns.num_pods.tolist() == [1, 0, 1]

@@ -412,18 +412,7 @@ def assert_same_view(kept: ClusterSnapshot, fresh: ClusterSnapshot) -> None:
     assert {n.name for n in kept.have_pods_with_required_anti_affinity} == {
         n.name for n in fresh.have_pods_with_required_anti_affinity
     }
-    a, b = kept.columns, NodeColumns(fresh.nodes)
-    for name in ("cpu", "memory", "pods", GPU):
-        assert a.allocatable(name).tolist() == b.allocatable(name).tolist()
-        assert a.requested(name).tolist() == b.requested(name).tolist()
-    for column in ("num_pods", "nonzero_cpu", "nonzero_memory", "unschedulable", "has_ports"):
-        assert getattr(a, column).tolist() == getattr(b, column).tolist(), column
-    assert [a.taint_groups[g] for g in a.taint_group] == [b.taint_groups[g] for g in b.taint_group]
-    for key in ("topology.kubernetes.io/zone", "disk", "gen"):
-        ca, cb = a.label(key), b.label(key)
-        assert [ca.values[c] if c >= 0 else None for c in ca.codes] == [
-            cb.values[c] if c >= 0 else None for c in cb.codes
-        ]
+    assert_same_columns(kept.columns, NodeColumns(fresh.nodes))
     for info in kept.nodes:
         assert info.image_states == fresh.by_name[info.name].image_states
 
@@ -477,3 +466,56 @@ def test_replacing_nodes_keeps_the_snapshot_in_step(data: st.DataObject) -> None
         fresh = ClusterSnapshot(kept.node_infos)
         fresh.fill_image_states()
         assert_same_view(kept, fresh)
+
+
+def assert_same_columns(a: NodeColumns, b: NodeColumns) -> None:
+    """Every column plugins read, by node name."""
+    assert [i.name for i in a.infos] == [i.name for i in b.infos]
+    for name in ("cpu", "memory", "pods", GPU):
+        assert a.allocatable(name).tolist() == b.allocatable(name).tolist(), name
+        assert a.requested(name).tolist() == b.requested(name).tolist(), name
+    for column in ("num_pods", "nonzero_cpu", "nonzero_memory", "unschedulable", "has_ports"):
+        assert getattr(a, column).tolist() == getattr(b, column).tolist(), column
+    assert [a.taint_groups[g] for g in a.taint_group] == [b.taint_groups[g] for g in b.taint_group]
+    for key in ("topology.kubernetes.io/zone", "disk", "gen"):
+        ca, cb = a.label(key), b.label(key)
+        assert [ca.values[c] if c >= 0 else None for c in ca.codes] == [
+            cb.values[c] if c >= 0 else None for c in cb.codes
+        ], key
+    for image in IMAGES:
+        assert a.image(image).size.tolist() == b.image(image).size.tolist(), image
+        assert a.image(image).present.tolist() == b.image(image).present.tolist(), image
+    assert a.pod_counts("labelled", labelled_pods).tolist() == (
+        b.pod_counts("labelled", labelled_pods).tolist()
+    )
+
+
+def labelled_pods(info: NodeInfo) -> int:
+    return sum(1 for p in info.pods.values() if p.pod.metadata.labels)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_reshaped_columns_equal_columns_built_afresh(data: st.DataObject) -> None:
+    """Nodes added, removed, replaced and reordered: reshaping the old columns (rows
+    copied, new nodes read) gives what building them over the new nodes gives, lazily
+    built columns included."""
+    nodes = list(data.draw(st.tuples(*[raw_nodes(i) for i in range(6)])))
+    existing = data.draw(st.lists(st.tuples(raw_pods(0), st.integers(0, 5)), max_size=6))
+    old = NodeColumns(build(nodes, existing).nodes)
+    if data.draw(st.booleans()):  # columns built on first use before the change
+        old.label("disk")
+        old.image(IMAGES[0])
+        old.pod_counts(
+            "labelled", lambda info: sum(1 for p in info.pods.values() if p.pod.metadata.labels)
+        )
+    kept = [old.infos[i] for i in data.draw(st.lists(st.integers(0, 5), unique=True))]
+    added = []
+    for i in range(data.draw(st.integers(0, 3))):
+        info = NodeInfo(f"new{i}")
+        info.set_node(data.draw(raw_nodes(10 + i)))
+        for raw in data.draw(st.lists(raw_pods(20 + i), max_size=2)):
+            info.add_pod(PodInfo.of(raw, 200 + i))
+        added.append(info)
+    infos = data.draw(st.permutations(kept + added))
+    assert_same_columns(old.reshaped(infos), NodeColumns(infos))
