@@ -16,6 +16,7 @@ from nats.js.api import DeliverPolicy
 
 from shared.api.podstatus import pod_condition
 from shared.runtime.connections import ensure_streams
+from shared.runtime.consume import stream_sequence
 from shared.subjects import PODS_PREFIX, node_subject, pdb_subject, pod_group_subject, pod_subject
 from shared.wire import dump_json
 
@@ -115,7 +116,7 @@ class PodTracker:
             view.bound_writes += 1
         view.node = node
         view.deleted = event.get("type") == "DELETED"
-        view.seq = msg.metadata.sequence.stream
+        view.seq = stream_sequence(msg)
         cond = pod_condition(obj) or {}
         view.scheduled = cond.get("status", "")
         view.reason = cond.get("reason", "")

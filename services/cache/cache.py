@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.framework.columns import NodeColumns
 from shared.framework.cycle_state import CycleState
 from shared.framework.runtime import Framework
 from shared.framework.snapshot import ClusterSnapshot
@@ -153,6 +154,10 @@ class Cache:
         self.dirty_nodes: set[str] = set()
         self.dirty_pods: set[str] = set()
         self._cluster: ClusterSnapshot | None = None
+        # The last snapshot's columns, reshaped for the next one, and the nodes changed
+        # while there was no snapshot to keep them in step.
+        self._columns: NodeColumns | None = None
+        self._unsynced: set[str] = set()
 
     # --- nodes ------------------------------------------------------------------
 
@@ -290,8 +295,15 @@ class Cache:
         columns let PodTopologySpread and InterPodAffinity count their PreFilter domains
         without walking every pod at each validation."""
         if self._cluster is None:
-            self._cluster = ClusterSnapshot(self.nodes.values())
-            self._cluster.columns  # noqa: B018 - build them now, kept up to date from here
+            columns = None
+            if self._columns is not None:  # rows of unchanged nodes are copied
+                present = [n for n in self.nodes.values() if n.raw_node is not None]
+                columns = self._columns.reshaped(present)
+                for name in self._unsynced:
+                    columns.update(name)
+            self._unsynced.clear()
+            self._cluster = ClusterSnapshot(self.nodes.values(), columns=columns)
+            self._columns = self._cluster.columns  # built now, kept up to date from here
         return self._cluster
 
     def finish_binding(self, key: str, uid: str) -> None:
@@ -434,6 +446,8 @@ class Cache:
     def _touch(self, info: NodeInfo) -> None:
         if self._cluster is not None:
             self._cluster.node_changed(info.name)
+        else:
+            self._unsynced.add(info.name)
         self.generation += 1
         info.generation = self.generation
         self.dirty_nodes.add(info.name)

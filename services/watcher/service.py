@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from nats.aio.msg import Msg
 from prometheus_client import Counter
@@ -18,7 +19,7 @@ from services.watcher.takeover import take_over
 from shared.api.events import BadEvent, decode_cluster_event
 from shared.framework.events import ASSIGNED_POD, EVENT_ASSIGNED_POD_DELETE
 from shared.messages import CacheEvent, QueueEvent
-from shared.runtime.consume import consume_batches
+from shared.runtime.consume import consume_batches, stream_sequence
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request
 from shared.runtime.service import Runtime
@@ -47,6 +48,7 @@ class Watcher:
             ["kind", "type"],
             registry=rt.registry,
         )
+        self._event_counters: dict[tuple[str, str], Any] = {}
         self.rejected = Counter(
             "ksched_rejected_events_total", "Events refused as malformed", registry=rt.registry
         )
@@ -75,14 +77,22 @@ class Watcher:
         await retry_forever("ack", msgs[-1].ack)
 
     async def _decode_and_route(self, msg: Msg) -> tuple[list[QueueEvent], list[CacheEvent]] | None:
-        seq = msg.metadata.sequence.stream
+        seq = stream_sequence(msg)
         try:
             ev = decode_cluster_event(msg.subject, msg.data, msg.headers, seq)
         except BadEvent as err:
             await self._reject(msg, str(err))
             return None
-        self.events.labels(ev.kind, ev.type).inc()
+        self._events_counter(ev.kind, ev.type).inc()
         return route(ev, self.served, self.informer)
+
+    def _events_counter(self, kind: str, etype: str) -> Any:
+        """The labelled child, looked up once per (kind, type): labels() costs more
+        than the increment."""
+        child = self._event_counters.get((kind, etype))
+        if child is None:
+            child = self._event_counters[kind, etype] = self.events.labels(kind, etype)
+        return child
 
     async def _reject(self, msg: Msg, reason: str) -> None:
         self.rejected.inc()

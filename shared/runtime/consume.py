@@ -23,6 +23,18 @@ READY_WAIT = 0.02
 IDLE_WAIT = 1.0
 
 
+_ACK_V1_TOKENS = 9  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+
+
+def stream_sequence(msg: Msg) -> int:
+    """The message's stream sequence, read off its ack subject: Msg.metadata parses
+    every field and builds a datetime, a cost per message on the watcher's hot path."""
+    tokens = (msg.reply or "").split(".")
+    if len(tokens) == _ACK_V1_TOKENS and tokens[0] == "$JS" and tokens[1] == "ACK":
+        return int(tokens[5])
+    return int(msg.metadata.sequence.stream)  # the v2 form (domains): the library's parse
+
+
 async def _fetch(psub: JetStreamContext.PullSubscription, batch: int) -> list[Msg]:
     try:
         return await psub.fetch(batch, timeout=READY_WAIT)

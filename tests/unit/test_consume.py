@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from nats.aio.msg import Msg
 
-from shared.runtime.consume import consume_batches
+from shared.runtime.consume import consume_batches, stream_sequence
 
 
 class Fetches:
@@ -36,3 +37,16 @@ async def test_an_empty_fetch_is_skipped_not_handed_over() -> None:
     psub = Fetches([[], [msg], []], stopping)
     await consume_batches(psub, handle, stopping, batch=10)  # type: ignore[arg-type]
     assert handled == [[msg]]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "$JS.ACK.KSCHED_CLUSTER.watcher-1.1.4711.42.1700000000000000000.3",
+        "$JS.ACK._.ACCHASH.KSCHED_CLUSTER.watcher-1.2.987654.42.1700000000000000000.0.tok",
+    ],
+)
+def test_stream_sequence_reads_what_the_library_reads(reply: str) -> None:
+    msg = Msg(None, subject="s", reply=reply)  # type: ignore[arg-type]
+    assert stream_sequence(msg) == msg.metadata.sequence.stream
+    assert stream_sequence(msg) in (4711, 987654)
