@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import hashlib
+import time
 from typing import Any
 
 from shared.api.models import DEFAULT_SCHEDULER_NAME
@@ -19,8 +19,26 @@ DISRUPTION_TARGET = "DisruptionTarget"
 REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
 
+_now_cache: tuple[int, str] = (-1, "")
+
+
 def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The time now to the second (formatted once per second: every binding asks)."""
+    global _now_cache
+    second = int(time.time())
+    if _now_cache[0] != second:
+        stamp = dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        _now_cache = (second, stamp)
+    return _now_cache[1]
+
+
+def _with_status(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A copy of the pod and of its status to change; the rest is shared, not copied
+    (these objects are written out, never changed further)."""
+    new = dict(raw)
+    st = dict(raw.get("status") or {})
+    new["status"] = st
+    return new, st
 
 
 def pod_condition(raw: dict[str, Any], ctype: str = POD_SCHEDULED) -> dict[str, Any] | None:
@@ -51,9 +69,7 @@ def with_condition(
     cond["lastTransitionTime"] = (
         old.get("lastTransitionTime") if keep_time and old else now_rfc3339()
     )
-    new = copy.deepcopy(raw)
-    st = new.setdefault("status", {}) or {}
-    new["status"] = st
+    new, st = _with_status(raw)
     others = [c for c in st.get("conditions") or [] if c is not old]
     st["conditions"] = [*others, cond]
     if status == "False" and not st.get("phase"):
@@ -62,8 +78,8 @@ def with_condition(
 
 
 def bound_pod(raw: dict[str, Any], node: str) -> dict[str, Any]:
-    new = with_condition(raw, "True") or copy.deepcopy(raw)
-    new.setdefault("spec", {})["nodeName"] = node
+    new = with_condition(raw, "True") or dict(raw)
+    new["spec"] = {**(new.get("spec") or {}), "nodeName": node}
     return new
 
 
@@ -78,9 +94,7 @@ def with_nominated_node(raw: dict[str, Any], node: str) -> dict[str, Any] | None
     status = raw.get("status") or {}
     if (status.get("nominatedNodeName") or "") == node:
         return None
-    new = copy.deepcopy(raw)
-    st = new.get("status") or {}
-    new["status"] = st
+    new, st = _with_status(raw)
     if node:
         st["nominatedNodeName"] = node
     else:
@@ -90,9 +104,7 @@ def with_nominated_node(raw: dict[str, Any], node: str) -> dict[str, Any] | None
 
 def preempted_victim(raw: dict[str, Any], preemptor_scheduler: str) -> dict[str, Any]:
     """The victim as deleted: with kube's DisruptionTarget condition saying why."""
-    new = copy.deepcopy(raw)
-    st = new.get("status") or {}
-    new["status"] = st
+    new, st = _with_status(raw)
     cond = {
         "type": DISRUPTION_TARGET,
         "status": "True",
