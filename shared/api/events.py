@@ -21,6 +21,7 @@ from shared.api.models import (
     Pod,
     PodGroup,
     describe_validation_error,
+    parse_pod,
     validate_label,
     validate_subdomain,
 )
@@ -99,7 +100,7 @@ def decode_cluster_event(
     raw = _fill_names(raw, ref)
     model = _MODELS[ref.kind]
     try:
-        obj = model.model_validate(raw)
+        obj = parse_pod(raw) if model is Pod else model.model_validate(raw)
         _validate_names(obj)
     except ValidationError as err:
         raise BadEvent(describe_validation_error(err)) from None

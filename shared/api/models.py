@@ -11,6 +11,7 @@ import re
 from fractions import Fraction
 from typing import Annotated, Any, Literal
 
+import msgpack
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -275,6 +276,37 @@ class Pod(K8sModel):
     @property
     def key(self) -> str:
         return f"{self.metadata.namespace}/{self.metadata.name}"
+
+
+# Validated PodSpecs by their packed form. Pods of one template (a Deployment's, a
+# Job's) share a spec; validating it (containers, quantities) is most of a pod's cost.
+# A spec is never changed after validation, so pods may share one.
+_SPEC_MEMO: dict[bytes, PodSpec] = {}
+_SPEC_MEMO_MAX = 4096
+_SPEC_MEMO_MAX_BYTES = 64 * 1024
+
+
+def parse_pod(raw: dict[str, Any]) -> Pod:
+    """Pod.model_validate(raw), with a spec validated before reused: the result and
+    the errors are the same (the spec is validated on its own either way)."""
+    spec = raw.get("spec")
+    if not isinstance(spec, dict):
+        return Pod.model_validate(raw)
+    try:
+        key = msgpack.packb(spec)
+    except (TypeError, ValueError, OverflowError):  # e.g. an integer beyond 64 bits
+        return Pod.model_validate(raw)
+    known = _SPEC_MEMO.get(key)
+    if known is None:
+        pod = Pod.model_validate(raw)
+        if len(key) <= _SPEC_MEMO_MAX_BYTES:
+            if len(_SPEC_MEMO) >= _SPEC_MEMO_MAX:
+                del _SPEC_MEMO[next(iter(_SPEC_MEMO))]
+            _SPEC_MEMO[key] = pod.spec
+        return pod
+    pod = Pod.model_validate({k: v for k, v in raw.items() if k != "spec"})
+    pod.spec = known
+    return pod
 
 
 # --- nodes --------------------------------------------------------------------

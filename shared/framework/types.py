@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.api.models import Node, Pod
+from shared.api.models import Node, Pod, parse_pod
 from shared.api.quantity import parse_nonnegative, resource_amount
 from shared.api.resources import pod_host_ports, pod_requests_and_nonzero
 from shared.wire import pack, unpack
@@ -92,12 +92,12 @@ class PodInfo:
     @classmethod
     def of(cls, raw: dict[str, Any], version: int = 0) -> PodInfo:
         """Validated now: a pod that enters the scheduler."""
-        return cls(Pod.model_validate(raw), raw, PodResources.of(raw), version)
+        return cls(parse_pod(raw), raw, PodResources.of(raw), version)
 
     @property
     def pod(self) -> Pod:
         if self._pod is None:
-            self._pod = Pod.model_validate(self.raw)
+            self._pod = parse_pod(self.raw)
         return self._pod
 
     @property
