@@ -369,10 +369,22 @@ class Cache:
         if current is not None:
             if current.state == ADDED and seq <= current.seq:
                 return  # replayed or stale event
+            if current.node == node and current.pod.slim_bytes == pod.slim_bytes:
+                self._confirm(current, state)
+                return
             self._remove(current)
             if current.node == node:  # confirmed or updated in place: same placement
                 state.placed_at = current.placed_at
         self._place(state)
+
+    def _confirm(self, current: PodState, state: PodState) -> None:
+        """The pod as placed, now bound (or updated in fields no plugin reads): the node
+        is unchanged, so its record and generation stay as they are, sparing every
+        worker a re-read of the node for each binding."""
+        state.placed_at = current.placed_at
+        self.pods[state.key] = state
+        self.assumed.discard(state.key)
+        self.dirty_pods.add(state.key)
 
     def remove_pod(self, key: str) -> bool:
         """Returns whether the pod held room on a node (its removal may unblock others)."""

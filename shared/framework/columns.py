@@ -180,6 +180,9 @@ class NodeColumns:
         self._images: dict[str, ImageColumn] = {}
         self._image_names: list[dict[str, int]] = [{} for _ in range(n)]
         self._pod_counts: dict[Hashable, tuple[IntArray, PodCounter]] = {}
+        # The node object each row was read from: a row whose NodeInfo still has it
+        # re-reads only its pods.
+        self._row_nodes: list[object] = [None] * n
         for name in (CPU, MEMORY, PODS):
             self.allocatable(name)
             self.requested(name)
@@ -189,22 +192,19 @@ class NodeColumns:
     # --- rows -------------------------------------------------------------------
 
     def update(self, name: str) -> bool:
-        """Re-read the row of node `name` from its NodeInfo; False if not a row here."""
+        """Re-read the row of node `name` from its NodeInfo; False if not a row here.
+        What comes from the node object (allocatable, labels, taints, images) is read
+        again only when the object is another one: most updates are pods coming and
+        going."""
         i = self.index.get(name)
         if i is None:
             return False
-        self._fill_fixed(i)
         info = self.infos[i]
-        for res, col in self._alloc.items():
-            col[i] = self._amount(info.allocatable.get(res, 0))
+        self._fill_pods(i)
+        if self._row_nodes[i] is not info.raw_node:
+            self._fill_node(i)
         for res, col in self._requested.items():
             col[i] = self._amount(info.requested.get(res, 0))
-        for key, lcol in self._labels.items():
-            lcol.set(i, info.labels.get(key))
-        sizes = self._image_names[i] = image_sizes(info)
-        for image, icol in self._images.items():
-            icol.size[i] = sizes.get(image, 0)
-            icol.present[i] = image in sizes
         for counts, counter in self._pod_counts.values():
             counts[i] = counter(info)
         self.version += 1
@@ -246,7 +246,9 @@ class NodeColumns:
         new._pod_counts = {
             key: (counts[src], counter) for key, (counts, counter) in self._pod_counts.items()
         }
+        new._row_nodes = [self._row_nodes[r] for r in src.tolist()]
         for i in fresh:
+            new._row_nodes[i] = None  # read whole
             new.update(infos[i].name)
         return new
 
@@ -259,14 +261,35 @@ class NodeColumns:
         return self.update(info.name)
 
     def _fill_fixed(self, i: int) -> None:
+        self._fill_pods(i)
+        info = self.infos[i]
+        spec = info.node.spec
+        self.unschedulable[i] = spec.unschedulable
+        self.taint_group[i] = self._taint_group_id(spec.taints)
+        self._row_nodes[i] = info.raw_node
+
+    def _fill_pods(self, i: int) -> None:
         info = self.infos[i]
         self.num_pods[i] = info.num_pods
         self.nonzero_cpu[i] = self._amount(info.nonzero_cpu)
         self.nonzero_memory[i] = self._amount(info.nonzero_memory)
         self.has_ports[i] = bool(info.used_ports)
+
+    def _fill_node(self, i: int) -> None:
+        """The row's columns that come from the node object."""
+        info = self.infos[i]
         spec = info.node.spec
         self.unschedulable[i] = spec.unschedulable
         self.taint_group[i] = self._taint_group_id(spec.taints)
+        for res, col in self._alloc.items():
+            col[i] = self._amount(info.allocatable.get(res, 0))
+        for key, lcol in self._labels.items():
+            lcol.set(i, info.labels.get(key))
+        sizes = self._image_names[i] = image_sizes(info)
+        for image, icol in self._images.items():
+            icol.size[i] = sizes.get(image, 0)
+            icol.present[i] = image in sizes
+        self._row_nodes[i] = info.raw_node
 
     def _taint_group_id(self, taints: list[Taint]) -> int:
         key = _taint_key(taints)

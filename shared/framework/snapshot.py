@@ -137,7 +137,7 @@ class ClusterSnapshot:
         if info.raw_node is not None:
             self._nodes[self._node_positions[info.name]] = info
         self.by_name[info.name] = info
-        if image_sizes(old) == image_sizes(info):
+        if old.raw_node is info.raw_node or image_sizes(old) == image_sizes(info):
             info.image_states = old.image_states
         elif self._images_filled:
             self.fill_image_states()  # an image appeared or went: counts across nodes move

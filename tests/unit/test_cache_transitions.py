@@ -549,7 +549,6 @@ CHANGES = {
     "update node": lambda c, p: c.add_or_update_node(make_node("node").zone("z").obj()),
     "assume": lambda c, p: assume(c, base_pod("q", port=81).info()),
     "forget": lambda c, p: c.forget_pod(p.key, uid(p)),
-    "add (confirm)": lambda c, p: c.add_pod(p.key, uid(p), "node", p, 2),
     "update": _update,
     "remove": lambda c, p: c.remove_pod(p.key),
     "expire": _expire,
@@ -573,6 +572,7 @@ def test_every_change_moves_the_node_generation(cache: Cache, change: str) -> No
 NO_CHANGES = {
     "refused assume": lambda c, p: c.assume_pod(FW, base_pod("q").info(), "node", "uq", 1),
     "finish binding": lambda c, p: c.finish_binding(p.key, uid(p)),
+    "add (confirm)": lambda c, p: c.add_pod(p.key, uid(p), "node", p, 2),
     "forget of another uid": lambda c, p: c.forget_pod(p.key, "stranger"),
     "remove of an unknown pod": lambda c, p: c.remove_pod("default/unknown"),
     "remove of an unknown node": lambda c, p: c.remove_node("unknown"),
@@ -588,6 +588,23 @@ def test_what_changes_no_node_keeps_the_generations(cache: Cache, change: str) -
     NO_CHANGES[change](cache, pod)
     assert cache.generation == generation
     assert cache.take_dirty()[0] == set()
+
+
+def test_a_confirmed_binding_keeps_the_node_record_but_not_the_assumption(
+    cache: Cache,
+) -> None:
+    """The bound pod is the pod assumed: no worker needs to re-read the node for it."""
+    pod = _assumed(cache)
+    cache.take_dirty()
+    generation, requested = cache.generation, dict(cache.nodes["node"].requested)
+    cache.add_pod(pod.key, uid(pod), "node", pod.with_version(2), 2)
+    nodes, pods = cache.take_dirty()
+    assert (nodes, pods) == (set(), {pod.key})
+    assert cache.pods[pod.key].state == ADDED and pod.key not in cache.assumed
+    assert cache.generation == generation and cache.nodes["node"].requested == requested
+    assert cache.cleanup_expired() == []  # bound: never expires
+    assert cache.remove_pod(pod.key)
+    assert cache.nodes["node"].generation > generation and pod.key not in cache.nodes["node"].pods
 
 
 def test_generations_are_global_and_increasing(cache: Cache) -> None:
