@@ -645,16 +645,15 @@ def _is_ignored(name: str, ignored: frozenset[str], ignored_groups: frozenset[st
     return name in ignored or name.split("/")[0] in ignored_groups
 
 
-def _check(
+def _lacks(
     request: int, name: str, requested: Mapping[str, int], allocatable: Mapping[str, int]
-) -> InsufficientResource | None:
-    capacity = allocatable.get(name, 0)
-    used = requested.get(name, 0)
-    if request <= capacity - used:
-        return None
-    return InsufficientResource(
-        name, insufficient_reason(name), request, used, capacity, request > capacity
-    )
+) -> bool:
+    """Whether the node has too little of `name` left; a zero request is not checked."""
+    return request > 0 and request > allocatable.get(name, 0) - requested.get(name, 0)
+
+
+def _too_many_pods(num_pods: int, allocatable: Mapping[str, int]) -> bool:
+    return num_pods + 1 > allocatable.get(PODS, 0)
 
 
 def fits_request(
@@ -679,15 +678,34 @@ def fits_amounts(
     pod count, requested and allocatable amounts (preemption's dry run computes these
     without building a node)."""
     insufficient = []
-    allowed_pods = allocatable.get(PODS, 0)
-    if num_pods + 1 > allowed_pods:
-        insufficient.append(
-            InsufficientResource(PODS, REASON_TOO_MANY_PODS, 1, num_pods, allowed_pods)
-        )
+    if _too_many_pods(num_pods, allocatable):
+        allowed = allocatable.get(PODS, 0)
+        insufficient.append(InsufficientResource(PODS, REASON_TOO_MANY_PODS, 1, num_pods, allowed))
     for name, quantity in wanted:
-        if quantity > 0 and (found := _check(quantity, name, requested, allocatable)) is not None:
-            insufficient.append(found)
+        if _lacks(quantity, name, requested, allocatable):
+            capacity, used = allocatable.get(name, 0), requested.get(name, 0)
+            insufficient.append(
+                InsufficientResource(
+                    name, insufficient_reason(name), quantity, used, capacity, quantity > capacity
+                )
+            )
     return insufficient
+
+
+def lacks_any(
+    wanted: Sequence[tuple[str, int]],
+    num_pods: int,
+    requested: Mapping[str, int],
+    allocatable: Mapping[str, int],
+) -> bool:
+    """Whether fits_amounts finds anything lacking, without saying what: cheaper where
+    only the verdict counts (preemption's reprieves)."""
+    if _too_many_pods(num_pods, allocatable):
+        return True
+    for name, quantity in wanted:  # noqa: SIM110 - any() over a generator costs more here
+        if _lacks(quantity, name, requested, allocatable):
+            return True
+    return False
 
 
 def insufficient_status(insufficient: Sequence[InsufficientResource]) -> Status:
