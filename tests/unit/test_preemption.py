@@ -222,10 +222,15 @@ POST_FILTER_CASES = [
 ]
 
 
+DRY_RUNS = pytest.mark.parametrize("by_arithmetic", [True, False], ids=["fast", "general"])
+
+
+@DRY_RUNS
 @pytest.mark.parametrize("case", POST_FILTER_CASES, ids=lambda c: c.name)
-def test_post_filter(case: PostFilterCase) -> None:
+def test_post_filter(case: PostFilterCase, by_arithmetic: bool) -> None:
     snap = snapshot(case.nodes, case.pods)
-    scheduler, _ = setup(snap, case.pdbs)
+    scheduler, plugin = setup(snap, case.pdbs)
+    plugin.resource_dry_run = by_arithmetic
     state, info = CycleState(), case.preemptor.info()
     scheduler.fw.run_pre_filter_plugins(state, info, snap.nodes)
     statuses = {n: Status(code) for n, code in case.statuses.items()}
@@ -324,10 +329,12 @@ VICTIMS_CASES = [
 ]
 
 
+@DRY_RUNS
 @pytest.mark.parametrize("case", VICTIMS_CASES, ids=lambda c: c.name)
-def test_select_victims_on_node(case: VictimsCase) -> None:
+def test_select_victims_on_node(case: VictimsCase, by_arithmetic: bool) -> None:
     snap = snapshot(nodes("node1", **case.capacity), case.pods)
     scheduler, plugin = setup(snap, case.pdbs)
+    plugin.resource_dry_run = by_arithmetic
     state, info = CycleState(), case.preemptor.info()
     scheduler.fw.run_pre_filter_plugins(state, info, snap.nodes)
     victims, violations, status = plugin.select_victims_on_node(
