@@ -68,11 +68,21 @@ class PreemptionPolicy(Protocol):
 
 # --- pod ordering ---------------------------------------------------------------
 
+# PodInfo.derived is shared by the versions of one slim pod, which holds startTime.
+_START_TIME_KEY = "preemption/startTime"
+
 
 def start_time(pod: PodInfo) -> float:
     """GetPodStartTime: status.startTime; a pod without one (no kubelet reported it)
-    counts as starting now, i.e. later than any recorded time."""
-    raw = pod.pod.status.start_time
+    counts as starting now, i.e. later than any recorded time. Kept with the pod: every
+    dry run sorts the pods of hundreds of nodes by it."""
+    cached = pod.derived.get(_START_TIME_KEY)
+    if cached is None:
+        cached = pod.derived[_START_TIME_KEY] = _parse_start_time(pod.pod.status.start_time)
+    return cached
+
+
+def _parse_start_time(raw: str | None) -> float:
     if not raw:
         return math.inf
     try:
@@ -95,15 +105,18 @@ def earliest_start_time(victims: Victims) -> float:
 # --- choosing the node ------------------------------------------------------------
 
 
-def _score_funcs(victims: dict[str, Victims]) -> list[Callable[[str], float]]:
-    """pickOneNodeForPreemption's criteria, each a score where higher is better."""
-    return [
-        lambda n: -victims[n].num_pdb_violations,  # fewest PDB violations
-        lambda n: -victims[n].pods[0].pod.spec.priority,  # lowest highest-priority victim
-        lambda n: -sum(p.pod.spec.priority + _INT32_SPAN for p in victims[n].pods),
-        lambda n: -len(victims[n].pods),  # fewest victims
-        lambda n: earliest_start_time(victims[n]),  # latest start of the top victims
-    ]
+def _sum_of_priorities(victims: Victims) -> int:
+    return sum(p.pod.spec.priority + _INT32_SPAN for p in victims.pods)
+
+
+# pickOneNodeForPreemption's criteria, each a score where higher is better.
+_SCORES: tuple[Callable[[Victims], float], ...] = (
+    lambda v: -v.num_pdb_violations,  # fewest PDB violations
+    lambda v: -v.pods[0].pod.spec.priority,  # lowest highest-priority victim
+    lambda v: -_sum_of_priorities(v),
+    lambda v: -len(v.pods),  # fewest victims
+    earliest_start_time,  # latest start of the top victims
+)
 
 
 def pick_one_node_for_preemption(candidates: Sequence[Candidate]) -> str:
@@ -112,15 +125,14 @@ def pick_one_node_for_preemption(candidates: Sequence[Candidate]) -> str:
     order the dry run found them in)."""
     if not candidates:
         return ""
-    victims = {c.name: c.victims for c in candidates}
-    names = list(victims)
-    for score in _score_funcs(victims):
-        scores = [score(n) for n in names]
+    left = list(candidates)
+    for score in _SCORES:
+        scores = [score(c.victims) for c in left]
         best = max(scores)
-        names = [n for n, s in zip(names, scores, strict=True) if s == best]
-        if len(names) == 1:
+        left = [c for c, s in zip(left, scores, strict=True) if s == best]
+        if len(left) == 1:
             break
-    return names[0]
+    return left[0].name
 
 
 def select_candidate(candidates: Sequence[Candidate]) -> Candidate | None:
