@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import random
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -21,7 +22,7 @@ from shared.api.pdb import PodDisruptionBudget
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import Diagnosis, FitError
 from shared.framework.interface import PostFilterResult
-from shared.framework.snapshot import Handle
+from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 
@@ -147,10 +148,43 @@ def select_candidate(candidates: Sequence[Candidate]) -> Candidate | None:
 # --- the evaluator ------------------------------------------------------------------
 
 
+class AllowedDisruptions:
+    """Each PDB's disruptionsAllowed, kept while the snapshot and the PDBs stay the same:
+    a PDB without a status counts the placed pods it covers, a walk over every pod that
+    would otherwise be made again for every preemptor. The snapshot's change log says
+    when its pods changed."""
+
+    def __init__(self) -> None:
+        self._snapshot: weakref.ref[ClusterSnapshot] | None = None
+        self._position = 0
+        self._pdbs: list[PodDisruptionBudget] = []
+        self._allowed: list[int] = []
+
+    def of(self, snapshot: ClusterSnapshot, pdbs: list[PodDisruptionBudget]) -> list[int]:
+        if not self._fresh(snapshot, pdbs):
+            placed = []
+            if any(pdb.status.disruptions_allowed is None for pdb in pdbs):
+                placed = [p.pod for n in snapshot.node_infos for p in n.pods.values()]
+            self._allowed = [pdb.disruptions_allowed(placed) for pdb in pdbs]
+            self._snapshot, self._position = weakref.ref(snapshot), snapshot.log_position
+            self._pdbs = list(pdbs)
+        return self._allowed
+
+    def _fresh(self, snapshot: ClusterSnapshot, pdbs: list[PodDisruptionBudget]) -> bool:
+        return (
+            self._snapshot is not None
+            and self._snapshot() is snapshot
+            and self._position == snapshot.log_position
+            and len(self._pdbs) == len(pdbs)
+            and all(a is b for a, b in zip(self._pdbs, pdbs, strict=True))
+        )
+
+
 class Evaluator:
     def __init__(self, handle: Handle, policy: PreemptionPolicy) -> None:
         self.handle = handle
         self.policy = policy
+        self._allowed = AllowedDisruptions()
 
     def preempt(
         self, state: CycleState, pod: PodInfo, node_to_status: dict[str, Status]
@@ -199,8 +233,8 @@ class Evaluator:
         pdbs = self.handle.pdbs
         if not pdbs:
             return []
-        placed = [p.pod for n in self.handle.snapshot.node_infos for p in n.pods.values()]
-        return [Budget(pdb, pdb.disruptions_allowed(placed)) for pdb in pdbs]
+        allowed = self._allowed.of(self.handle.snapshot, pdbs)
+        return [Budget(pdb, n) for pdb, n in zip(pdbs, allowed, strict=True)]
 
     def dry_run_preemption(
         self,

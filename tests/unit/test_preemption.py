@@ -16,6 +16,7 @@ from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import FitError
 from shared.framework.interface import PostFilterResult
 from shared.framework.preemption import (
+    AllowedDisruptions,
     Budget,
     Candidate,
     Victims,
@@ -353,6 +354,23 @@ def test_pdb_violation_split_keeps_order_and_spends_the_budget() -> None:
     violating, non_violating = filter_pods_with_pdb_violation(infos, [budget])
     assert [p.pod.metadata.name for p in non_violating] == ["a"]
     assert [p.pod.metadata.name for p in violating] == ["b", "c"]
+
+
+def test_derived_budgets_are_counted_again_only_when_pods_or_budgets_change() -> None:
+    snap = snapshot(
+        nodes("node1"), [pod(f"db{i}", LOW, "node1").label("app", "db") for i in (1, 2)]
+    )
+    pdbs = [pdb("db", "app", "db", minAvailable=1)]
+    allowed = AllowedDisruptions()
+    first = allowed.of(snap, pdbs)
+    assert first == [1]
+    assert allowed.of(snap, pdbs) is first  # nothing changed: not counted again
+
+    snap.add_pod(pod("db3", LOW, "node1").label("app", "db").info(), "node1")
+    assert allowed.of(snap, pdbs) == [2]
+    pdbs[:] = [pdb("db", "app", "db", maxUnavailable=0)]
+    assert allowed.of(snap, pdbs) == [0]
+    assert allowed.of(snapshot(nodes("node1"), []), pdbs) == [0]
 
 
 @pytest.mark.parametrize(
