@@ -9,18 +9,18 @@ decides: the same victims, violations and statuses, without a copy or a plugin
 run per step.
 
 It applies to a cycle when:
-- no PreFilter plugin that ran has PreFilterExtensions (AddPod/RemovePod would
-  have nothing to update, nor a way to fail): InterPodAffinity and
-  PodTopologySpread did Skip, so the preemptor has no pod (anti-)affinity, no
-  hard spread constraint, and no placed pod's anti-affinity matches it;
+- no PreFilter plugin that ran has PreFilterExtensions, so AddPod/RemovePod have
+  nothing to update nor a way to fail: InterPodAffinity and PodTopologySpread
+  (the default plugins with extensions) Skipped, i.e. the preemptor has no
+  required pod (anti-)affinity, no hard spread constraint, and no placed pod's
+  anti-affinity matches it;
 - no pod in the cluster has required anti-affinity at all (belt and braces
   beside the Skip above);
-- every Filter plugin that runs is NodeResourcesFit or reads only the node
-  object and the preemptor (`_NODE_ONLY`), or NodePorts for a preemptor that
-  asks for no host port (then the node's ports cannot conflict).
-
-and to a node when adding its nominated pods adds pods rather than replacing one
-(NodeInfo.add_pod of a key already there would swap the accounting).
+- every Filter plugin that runs is NodeResourcesFit, one that reads only the node
+  object and the preemptor (`_NODE_ONLY`), or NodePorts for a preemptor that asks
+  for no host port (then the node's ports cannot conflict).
+It applies to a node when adding its nominated pods adds pods rather than
+replacing one (NodeInfo.add_pod of a key already there swaps the accounting).
 """
 
 from __future__ import annotations
@@ -66,14 +66,13 @@ class ResourceDryRun:
         state: CycleState,
         pod: PodInfo,
         filters: list[FilterPlugin],
+        fit: NodeResourcesFit,
         node_to_status: Mapping[str, Status],
     ) -> None:
         self.runner = runner
         self.state = state
         self.pod = pod
-        self.filters = filters  # as run_filter_plugins runs them, NodeResourcesFit among them
-        fit = next(p for p in filters if type(p) is NodeResourcesFit)
-        assert isinstance(fit, NodeResourcesFit)
+        self.filters = filters  # as run_filter_plugins runs them, `fit` among them
         self.fit = fit
         self.wanted = fit.checked_requests(state, pod)
         # Where Filter stopped at NodeResourcesFit, the plugins before it passed, and
@@ -97,10 +96,12 @@ class ResourceDryRun:
         if runner.runs_pre_filter_extensions(state):
             return None
         filters = runner.active_filters(state)
-        fits = [p for p in filters if type(p) is NodeResourcesFit]
-        if len(fits) != 1 or not all(p in fits or _reads_only_the_node(p, pod) for p in filters):
+        fit = next((p for p in filters if type(p) is NodeResourcesFit), None)
+        if not isinstance(fit, NodeResourcesFit):
             return None
-        return cls(runner, state, pod, filters, node_to_status or {})
+        if not all(p is fit or _reads_only_the_node(p, pod) for p in filters):
+            return None
+        return cls(runner, state, pod, filters, fit, node_to_status or {})
 
     def node(self, node: NodeInfo) -> ResourceNode | None:
         """The node's copy for the dry run; None where the general path must run."""
