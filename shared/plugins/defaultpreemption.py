@@ -3,7 +3,9 @@
 Implements: PostFilterPlugin (and the evaluator's PreemptionPolicy).
 
 Pure: it returns the chosen node and victims in the PostFilterResult; the worker
-deletes the victims and nominates the node (docs/preemption.md).
+deletes the victims and nominates the node (docs/preemption.md). Each node's dry
+run works on a DryRunNode: by arithmetic where only resources can decide
+(resourcedryrun.py), else on clones of the node and the cycle state.
 """
 
 from __future__ import annotations
