@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import random
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -21,7 +22,7 @@ from shared.api.pdb import PodDisruptionBudget
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import Diagnosis, FitError
 from shared.framework.interface import PostFilterResult
-from shared.framework.snapshot import Handle
+from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 
@@ -68,11 +69,21 @@ class PreemptionPolicy(Protocol):
 
 # --- pod ordering ---------------------------------------------------------------
 
+# PodInfo.derived is shared by the versions of one slim pod, which holds startTime.
+_START_TIME_KEY = "preemption/startTime"
+
 
 def start_time(pod: PodInfo) -> float:
     """GetPodStartTime: status.startTime; a pod without one (no kubelet reported it)
-    counts as starting now, i.e. later than any recorded time."""
-    raw = pod.pod.status.start_time
+    counts as starting now, i.e. later than any recorded time. Kept with the pod: every
+    dry run sorts the pods of hundreds of nodes by it."""
+    cached = pod.derived.get(_START_TIME_KEY)
+    if cached is None:
+        cached = pod.derived[_START_TIME_KEY] = _parse_start_time(pod.pod.status.start_time)
+    return cached
+
+
+def _parse_start_time(raw: str | None) -> float:
     if not raw:
         return math.inf
     try:
@@ -95,15 +106,18 @@ def earliest_start_time(victims: Victims) -> float:
 # --- choosing the node ------------------------------------------------------------
 
 
-def _score_funcs(victims: dict[str, Victims]) -> list[Callable[[str], float]]:
-    """pickOneNodeForPreemption's criteria, each a score where higher is better."""
-    return [
-        lambda n: -victims[n].num_pdb_violations,  # fewest PDB violations
-        lambda n: -victims[n].pods[0].pod.spec.priority,  # lowest highest-priority victim
-        lambda n: -sum(p.pod.spec.priority + _INT32_SPAN for p in victims[n].pods),
-        lambda n: -len(victims[n].pods),  # fewest victims
-        lambda n: earliest_start_time(victims[n]),  # latest start of the top victims
-    ]
+def _sum_of_priorities(victims: Victims) -> int:
+    return sum(p.pod.spec.priority + _INT32_SPAN for p in victims.pods)
+
+
+# pickOneNodeForPreemption's criteria, each a score where higher is better.
+_SCORES: tuple[Callable[[Victims], float], ...] = (
+    lambda v: -v.num_pdb_violations,  # fewest PDB violations
+    lambda v: -v.pods[0].pod.spec.priority,  # lowest highest-priority victim
+    lambda v: -_sum_of_priorities(v),
+    lambda v: -len(v.pods),  # fewest victims
+    earliest_start_time,  # latest start of the top victims
+)
 
 
 def pick_one_node_for_preemption(candidates: Sequence[Candidate]) -> str:
@@ -112,15 +126,14 @@ def pick_one_node_for_preemption(candidates: Sequence[Candidate]) -> str:
     order the dry run found them in)."""
     if not candidates:
         return ""
-    victims = {c.name: c.victims for c in candidates}
-    names = list(victims)
-    for score in _score_funcs(victims):
-        scores = [score(n) for n in names]
+    left = list(candidates)
+    for score in _SCORES:
+        scores = [score(c.victims) for c in left]
         best = max(scores)
-        names = [n for n, s in zip(names, scores, strict=True) if s == best]
-        if len(names) == 1:
+        left = [c for c, s in zip(left, scores, strict=True) if s == best]
+        if len(left) == 1:
             break
-    return names[0]
+    return left[0].name
 
 
 def select_candidate(candidates: Sequence[Candidate]) -> Candidate | None:
@@ -135,10 +148,43 @@ def select_candidate(candidates: Sequence[Candidate]) -> Candidate | None:
 # --- the evaluator ------------------------------------------------------------------
 
 
+class AllowedDisruptions:
+    """Each PDB's disruptionsAllowed, kept while the snapshot and the PDBs stay the same:
+    a PDB without a status counts the placed pods it covers, a walk over every pod that
+    would otherwise be made again for every preemptor. The snapshot's change log says
+    when its pods changed."""
+
+    def __init__(self) -> None:
+        self._snapshot: weakref.ref[ClusterSnapshot] | None = None
+        self._position = 0
+        self._pdbs: list[PodDisruptionBudget] = []
+        self._allowed: list[int] = []
+
+    def of(self, snapshot: ClusterSnapshot, pdbs: list[PodDisruptionBudget]) -> list[int]:
+        if not self._fresh(snapshot, pdbs):
+            placed = []
+            if any(pdb.status.disruptions_allowed is None for pdb in pdbs):
+                placed = [p.pod for n in snapshot.node_infos for p in n.pods.values()]
+            self._allowed = [pdb.disruptions_allowed(placed) for pdb in pdbs]
+            self._snapshot, self._position = weakref.ref(snapshot), snapshot.log_position
+            self._pdbs = list(pdbs)
+        return self._allowed
+
+    def _fresh(self, snapshot: ClusterSnapshot, pdbs: list[PodDisruptionBudget]) -> bool:
+        return (
+            self._snapshot is not None
+            and self._snapshot() is snapshot
+            and self._position == snapshot.log_position
+            and len(self._pdbs) == len(pdbs)
+            and all(a is b for a, b in zip(self._pdbs, pdbs, strict=True))
+        )
+
+
 class Evaluator:
     def __init__(self, handle: Handle, policy: PreemptionPolicy) -> None:
         self.handle = handle
         self.policy = policy
+        self._allowed = AllowedDisruptions()
 
     def preempt(
         self, state: CycleState, pod: PodInfo, node_to_status: dict[str, Status]
@@ -187,8 +233,8 @@ class Evaluator:
         pdbs = self.handle.pdbs
         if not pdbs:
             return []
-        placed = [p.pod for n in self.handle.snapshot.node_infos for p in n.pods.values()]
-        return [Budget(pdb, pdb.disruptions_allowed(placed)) for pdb in pdbs]
+        allowed = self._allowed.of(self.handle.snapshot, pdbs)
+        return [Budget(pdb, n) for pdb, n in zip(pdbs, allowed, strict=True)]
 
     def dry_run_preemption(
         self,

@@ -151,16 +151,38 @@ class Framework:
         for plugin in self.filters:
             if plugin.name in state.skip_filter_plugins:
                 continue
-            try:
-                status = plugin.filter(state, pod, node)
-            except Exception as err:
-                return _as_error(plugin.name, "Filter", err)
+            status = self.run_filter_plugin(plugin, state, pod, node)
             if not status.ok:
-                status.plugin = plugin.name
-                if not status.rejected:
-                    return Status(Code.ERROR, status.reasons, plugin=plugin.name)
                 return status
         return SUCCESS
+
+    def run_filter_plugin(
+        self, plugin: FilterPlugin, state: CycleState, pod: PodInfo, node: NodeInfo
+    ) -> Status:
+        """One Filter plugin as run_filter_plugins runs it: a rejection names the plugin;
+        an exception or any other failure is an Error."""
+        try:
+            status = plugin.filter(state, pod, node)
+        except Exception as err:
+            return _as_error(plugin.name, "Filter", err)
+        if status.ok:
+            return status
+        status.plugin = plugin.name
+        if not status.rejected:
+            return Status(Code.ERROR, status.reasons, plugin=plugin.name)
+        return status
+
+    def active_filters(self, state: CycleState) -> list[FilterPlugin]:
+        """The Filter plugins that run in this cycle (their PreFilter did not Skip), in order."""
+        return [p for p in self.filters if p.name not in state.skip_filter_plugins]
+
+    def runs_pre_filter_extensions(self, state: CycleState) -> bool:
+        """Whether AddPod/RemovePod reach any plugin in this cycle; if not, they can
+        neither fail nor change the cycle state."""
+        return any(
+            p.name not in state.skip_filter_plugins and p.pre_filter_extensions() is not None
+            for p in self.pre_filters
+        )
 
     def run_filter_plugins_with_nominated_pods(
         self, state: CycleState, pod: PodInfo, node: NodeInfo
@@ -179,28 +201,33 @@ class Framework:
             return status
         return self.run_filter_plugins(state, pod, node)
 
-    def has_nominated_pods(self, pod: PodInfo, node_name: str) -> bool:
-        """Whether the node has nominated pods that Filter must add for `pod`."""
+    def nominated_pods_for(self, pod: PodInfo, node_name: str) -> list[PodInfo]:
+        """The pods nominated to the node that Filter counts there for `pod`: those of
+        equal or higher priority, other than `pod` itself."""
         nominated = self.handle.nominated.get(node_name)
         if not nominated:
-            return False
+            return []
         priority, uid = pod.pod.spec.priority, pod.pod.metadata.uid
-        return any(p.pod.spec.priority >= priority and p.pod.metadata.uid != uid for p in nominated)
+        return [
+            p for p in nominated if p.pod.spec.priority >= priority and p.pod.metadata.uid != uid
+        ]
+
+    def has_nominated_pods(self, pod: PodInfo, node_name: str) -> bool:
+        """Whether the node has nominated pods that Filter must add for `pod`."""
+        return bool(self.nominated_pods_for(pod, node_name))
 
     def _add_nominated_pods(
         self, state: CycleState, pod: PodInfo, node: NodeInfo
     ) -> tuple[CycleState, NodeInfo] | Status | None:
         """addGENominatedPods: a cloned state and node with the nominated pods of equal or
         higher priority added (PreFilterExtensions.AddPod run for each); None if none."""
-        if not self.has_nominated_pods(pod, node.name):
+        nominated = self.nominated_pods_for(pod, node.name)
+        if not nominated:
             return None
-        priority, uid = pod.pod.spec.priority, pod.pod.metadata.uid
         state_out, node_out = state.clone(), node.clone()
-        for nominated in self.handle.nominated[node.name]:
-            if nominated.pod.spec.priority < priority or nominated.pod.metadata.uid == uid:
-                continue
-            node_out.add_pod(nominated)
-            status = self.run_pre_filter_extension_add_pod(state_out, pod, nominated, node_out)
+        for other in nominated:
+            node_out.add_pod(other)
+            status = self.run_pre_filter_extension_add_pod(state_out, pod, other, node_out)
             if not status.ok:
                 return status
         return state_out, node_out

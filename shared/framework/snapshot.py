@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from shared.framework.columns import NodeColumns, image_sizes
-from shared.framework.interface import ClusterObjects
+from shared.framework.interface import ClusterObjects, FilterPlugin
 from shared.framework.status import Status
 from shared.framework.types import ImageStateSummary, NodeInfo, PodInfo
 from shared.framework.waiting_pods import PermitSignal
@@ -71,6 +71,10 @@ class ClusterSnapshot:
     @property
     def have_pods_with_required_anti_affinity(self) -> list[NodeInfo]:
         return list(self._with_anti_affinity.values())
+
+    @property
+    def has_pods_with_required_anti_affinity(self) -> bool:
+        return bool(self._with_anti_affinity)
 
     def get(self, name: str) -> NodeInfo | None:
         return self.by_name.get(name)
@@ -175,6 +179,16 @@ class FilterRunner(Protocol):
     def run_pre_filter_extension_remove_pod(
         self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo
     ) -> Status: ...
+
+    def run_filter_plugin(
+        self, plugin: FilterPlugin, state: CycleState, pod: PodInfo, node: NodeInfo
+    ) -> Status: ...
+
+    def active_filters(self, state: CycleState) -> list[FilterPlugin]: ...
+
+    def runs_pre_filter_extensions(self, state: CycleState) -> bool: ...
+
+    def nominated_pods_for(self, pod: PodInfo, node_name: str) -> list[PodInfo]: ...
 
 
 class Handle:

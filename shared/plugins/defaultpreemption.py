@@ -3,23 +3,26 @@
 Implements: PostFilterPlugin (and the evaluator's PreemptionPolicy).
 
 Pure: it returns the chosen node and victims in the PostFilterResult; the worker
-deletes the victims and nominates the node (docs/preemption.md).
+deletes the victims and nominates the node (docs/preemption.md). Each node's dry
+run works on a DryRunNode: by arithmetic where only resources can decide
+(resourcedryrun.py), else on clones of the node and the cycle state.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import PostFilterPlugin, PostFilterResult
 from shared.framework.preemption import Budget, Evaluator, importance, random_offset
-from shared.framework.snapshot import Handle
+from shared.framework.snapshot import FilterRunner, Handle
 from shared.framework.status import Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.args import arg_error, reject_unknown
+from shared.plugins.resourcedryrun import ResourceDryRun
 
 NAME = "DefaultPreemption"
 MSG_PREFIX = "preemption: "
@@ -68,6 +71,8 @@ def filter_pods_with_pdb_violation(
 ) -> tuple[list[PodInfo], list[PodInfo]]:
     """(violating, non-violating), order kept: a pod violates when removing it (after the
     pods before it in the list) takes a budget that covers it below zero."""
+    if not budgets:
+        return [], list(pods)
     allowed = [b.allowed for b in budgets]
     violating: list[PodInfo] = []
     non_violating: list[PodInfo] = []
@@ -85,8 +90,55 @@ def filter_pods_with_pdb_violation(
     return violating, non_violating
 
 
+class DryRunNode(Protocol):
+    """The copy of a node the dry run changes: its pods, and what Filter sees of them."""
+
+    def remove_all(self, victims: Sequence[PodInfo]) -> Status:
+        """Take the victims off; the preemptor's Filter status on what is left, with the
+        nominated pods Filter counts."""
+        ...
+
+    def reprieve(self, victim: PodInfo) -> tuple[bool, Status]:
+        """Put `victim` back; keep it (True) if the preemptor still fits."""
+        ...
+
+
+class ClonedNode:
+    """The general copy: a clone of the node and the cycle state, updated through the
+    PreFilter extensions, every Filter plugin run after each change."""
+
+    def __init__(self, runner: FilterRunner, state: CycleState, pod: PodInfo, node: NodeInfo):
+        self.runner = runner
+        self.state = state
+        self.pod = pod
+        self.node = node
+
+    def remove_all(self, victims: Sequence[PodInfo]) -> Status:
+        runner, state, pod, node = self.runner, self.state, self.pod, self.node
+        for victim in victims:
+            node.remove_pod(victim.key)
+            status = runner.run_pre_filter_extension_remove_pod(state, pod, victim, node)
+            if not status.ok:
+                return status
+        return runner.run_filter_plugins_with_nominated_pods(state, pod, node)
+
+    def reprieve(self, victim: PodInfo) -> tuple[bool, Status]:
+        runner, state, pod, node = self.runner, self.state, self.pod, self.node
+        node.add_pod(victim)
+        status = runner.run_pre_filter_extension_add_pod(state, pod, victim, node)
+        if not status.ok:
+            return False, status
+        if runner.run_filter_plugins_with_nominated_pods(state, pod, node).ok:
+            return True, status
+        node.remove_pod(victim.key)
+        return False, runner.run_pre_filter_extension_remove_pod(state, pod, victim, node)
+
+
 class DefaultPreemption(PostFilterPlugin):
     name = NAME
+    # The dry run by arithmetic where it gives what the general one gives (tests turn
+    # it off to compare the two).
+    resource_dry_run = True
 
     def __init__(
         self, args: DefaultPreemptionArgs, handle: Handle, rng: random.Random | None = None
@@ -95,11 +147,19 @@ class DefaultPreemption(PostFilterPlugin):
         self.handle = handle
         self.rng = rng or random.Random()
         self.evaluator = Evaluator(handle, self)
+        self._planned: tuple[CycleState, PodInfo, ResourceDryRun | None] | None = None
 
     def post_filter(
         self, state: CycleState, pod: PodInfo, node_to_status: dict[str, Status]
     ) -> tuple[PostFilterResult | None, Status]:
-        result, status = self.evaluator.preempt(state, pod, node_to_status)
+        runner = self.handle.runner
+        if self.resource_dry_run and runner is not None:
+            plan = ResourceDryRun.plan(runner, self.handle.snapshot, state, pod, node_to_status)
+            self._planned = (state, pod, plan)
+        try:
+            result, status = self.evaluator.preempt(state, pod, node_to_status)
+        finally:
+            self._planned = None  # holds the cycle's state: not past the cycle
         if status.reasons:
             status = Status(status.code, [MSG_PREFIX + status.message()])
         return result, status
@@ -141,8 +201,8 @@ class DefaultPreemption(PostFilterPlugin):
     ) -> tuple[list[PodInfo], int, Status]:
         """The fewest, least important pods of `node` whose removal lets `pod` fit:
         remove every lower-priority pod, check the pod fits, then put back (reprieve) as
-        many as possible, PDB-violating ones first, most important first. Works on
-        copies of `node` and `state`, made only once there are potential victims."""
+        many as possible, PDB-violating ones first, most important first. Works on a
+        copy of `node` (and of `state`), made only once there are potential victims."""
         runner = self.handle.runner
         if runner is None:
             return [], 0, Status(Code.ERROR, ["preemption needs the framework's filter runner"])
@@ -151,15 +211,10 @@ class DefaultPreemption(PostFilterPlugin):
         )
         if not potential:
             return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [NO_VICTIMS])
-        state, node = state.clone(), node.clone()
-        for victim in potential:
-            node.remove_pod(victim.key)
-            status = runner.run_pre_filter_extension_remove_pod(state, pod, victim, node)
-            if not status.ok:
-                return [], 0, status
+        copy = self._dry_run_node(runner, state, pod, node)
         # Without every lower-priority pod it still does not fit: no use here. (Affinity
         # to a victim is not considered, as upstream.)
-        status = runner.run_filter_plugins_with_nominated_pods(state, pod, node)
+        status = copy.remove_all(potential)
         if not status.ok:
             return [], 0, status
         violating, non_violating = filter_pods_with_pdb_violation(potential, budgets)
@@ -167,7 +222,7 @@ class DefaultPreemption(PostFilterPlugin):
         violations = 0
         for group, violates in ((violating, 1), (non_violating, 0)):
             for candidate in group:
-                fits, status = self._reprieve(state, pod, node, candidate)
+                fits, status = copy.reprieve(candidate)
                 if not status.ok:
                     return [], 0, status
                 if not fits:
@@ -177,20 +232,26 @@ class DefaultPreemption(PostFilterPlugin):
             victims.sort(key=importance)
         return victims, violations, Status()
 
-    def _reprieve(
-        self, state: CycleState, pod: PodInfo, node: NodeInfo, victim: PodInfo
-    ) -> tuple[bool, Status]:
-        """Put `victim` back; if the pod no longer fits, take it out again (a victim)."""
-        runner = self.handle.runner
-        assert runner is not None
-        node.add_pod(victim)
-        status = runner.run_pre_filter_extension_add_pod(state, pod, victim, node)
-        if not status.ok:
-            return False, status
-        if runner.run_filter_plugins_with_nominated_pods(state, pod, node).ok:
-            return True, status
-        node.remove_pod(victim.key)
-        return False, runner.run_pre_filter_extension_remove_pod(state, pod, victim, node)
+    def _dry_run_node(
+        self, runner: FilterRunner, state: CycleState, pod: PodInfo, node: NodeInfo
+    ) -> DryRunNode:
+        """The node's copy: by arithmetic where only resources decide, else cloned."""
+        if self.resource_dry_run:
+            run = self._resource_dry_run(runner, state, pod)
+            copy = run.node(node) if run is not None else None
+            if copy is not None:
+                return copy
+        return ClonedNode(runner, state.clone(), pod, node.clone())
+
+    def _resource_dry_run(
+        self, runner: FilterRunner, state: CycleState, pod: PodInfo
+    ) -> ResourceDryRun | None:
+        """The fast path's per-preemptor part, planned once per PostFilter (the dry run
+        asks for it on every node) or, called outside one, per call."""
+        memo = self._planned
+        if memo is not None and memo[0] is state and memo[1] is pod:
+            return memo[2]
+        return ResourceDryRun.plan(runner, self.handle.snapshot, state, pod)
 
     @staticmethod
     def _preemptible(victim: PodInfo, preemptor: PodInfo) -> bool:

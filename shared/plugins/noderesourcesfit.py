@@ -645,14 +645,15 @@ def _is_ignored(name: str, ignored: frozenset[str], ignored_groups: frozenset[st
     return name in ignored or name.split("/")[0] in ignored_groups
 
 
-def _check(request: int, name: str, node: NodeInfo) -> InsufficientResource | None:
-    capacity = node.allocatable.get(name, 0)
-    used = node.requested.get(name, 0)
-    if request <= capacity - used:
-        return None
-    return InsufficientResource(
-        name, insufficient_reason(name), request, used, capacity, request > capacity
-    )
+def _lacks(
+    request: int, name: str, requested: Mapping[str, int], allocatable: Mapping[str, int]
+) -> bool:
+    """Whether the node has too little of `name` left; a zero request is not checked."""
+    return request > 0 and request > allocatable.get(name, 0) - requested.get(name, 0)
+
+
+def _too_many_pods(num_pods: int, allocatable: Mapping[str, int]) -> bool:
+    return num_pods + 1 > allocatable.get(PODS, 0)
 
 
 def fits_request(
@@ -663,17 +664,57 @@ def fits_request(
 ) -> list[InsufficientResource]:
     """Every resource the node lacks for the pod, in kube-scheduler's order (pods, cpu,
     memory, ephemeral-storage, then scalar resources, here sorted by name)."""
+    wanted = checked_requests(state, ignored, ignored_groups)
+    return fits_amounts(wanted, node.num_pods, node.requested, node.allocatable)
+
+
+def fits_amounts(
+    wanted: Sequence[tuple[str, int]],
+    num_pods: int,
+    requested: Mapping[str, int],
+    allocatable: Mapping[str, int],
+) -> list[InsufficientResource]:
+    """fits_request on plain numbers: `wanted` as checked_requests gives it, and a node's
+    pod count, requested and allocatable amounts (preemption's dry run computes these
+    without building a node)."""
     insufficient = []
-    if node.num_pods + 1 > node.allowed_pod_number:
-        insufficient.append(
-            InsufficientResource(
-                PODS, REASON_TOO_MANY_PODS, 1, node.num_pods, node.allowed_pod_number
+    if _too_many_pods(num_pods, allocatable):
+        allowed = allocatable.get(PODS, 0)
+        insufficient.append(InsufficientResource(PODS, REASON_TOO_MANY_PODS, 1, num_pods, allowed))
+    for name, quantity in wanted:
+        if _lacks(quantity, name, requested, allocatable):
+            capacity, used = allocatable.get(name, 0), requested.get(name, 0)
+            insufficient.append(
+                InsufficientResource(
+                    name, insufficient_reason(name), quantity, used, capacity, quantity > capacity
+                )
             )
-        )
-    for name, quantity in checked_requests(state, ignored, ignored_groups):
-        if quantity > 0 and (found := _check(quantity, name, node)) is not None:
-            insufficient.append(found)
     return insufficient
+
+
+def lacks_any(
+    wanted: Sequence[tuple[str, int]],
+    num_pods: int,
+    requested: Mapping[str, int],
+    allocatable: Mapping[str, int],
+) -> bool:
+    """Whether fits_amounts finds anything lacking, without saying what: cheaper where
+    only the verdict counts (preemption's reprieves)."""
+    if _too_many_pods(num_pods, allocatable):
+        return True
+    for name, quantity in wanted:  # noqa: SIM110 - any() over a generator costs more here
+        if _lacks(quantity, name, requested, allocatable):
+            return True
+    return False
+
+
+def insufficient_status(insufficient: Sequence[InsufficientResource]) -> Status:
+    """Filter's status for what fits_request found lacking (success if nothing)."""
+    if not insufficient:
+        return SUCCESS
+    unresolvable = any(r.unresolvable for r in insufficient)
+    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+    return Status(code, [r.reason for r in insufficient])
 
 
 def checked_requests(
@@ -785,25 +826,23 @@ class NodeResourcesFit(
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return None
 
-    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+    def checked_requests(self, state: CycleState, pod: PodInfo) -> list[tuple[str, int]]:
+        """The requests Filter checks for `pod`, with this profile's ignored resources."""
         requests = state.read(PRE_FILTER_STATE_KEY) or PreFilterState.of(pod)
         args = self.args
-        insufficient = fits_request(
-            requests, node, args.ignored_resources, args.ignored_resource_groups
+        return checked_requests(requests, args.ignored_resources, args.ignored_resource_groups)
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        wanted = self.checked_requests(state, pod)
+        return insufficient_status(
+            fits_amounts(wanted, node.num_pods, node.requested, node.allocatable)
         )
-        if not insufficient:
-            return SUCCESS
-        unresolvable = any(r.unresolvable for r in insufficient)
-        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
-        return Status(code, [r.reason for r in insufficient])
 
     def filter_all(self, state: CycleState, pod: PodInfo, nodes: NodeColumns) -> BoolArray | None:
-        requests = state.read(PRE_FILTER_STATE_KEY) or PreFilterState.of(pod)
         if nodes.oversized:
             return None
-        args = self.args
         fits = nodes.num_pods + 1 <= nodes.allocatable(PODS)
-        wanted = checked_requests(requests, args.ignored_resources, args.ignored_resource_groups)
+        wanted = self.checked_requests(state, pod)
         for name, quantity in wanted:
             if quantity > SAFE_AMOUNT:
                 return None
@@ -818,13 +857,11 @@ class NodeResourcesFit(
         """`filter`'s status for each node at `rows` (nodes it rejects), from the columns:
         one status per distinct set of lacking resources, the reasons in fits_request's
         order. None: leave it to the per-node path."""
-        requests = state.read(PRE_FILTER_STATE_KEY) or PreFilterState.of(pod)
         if nodes.oversized or not len(rows):
             return None
-        args = self.args
         checks = [(REASON_TOO_MANY_PODS, nodes.num_pods[rows] + 1 > nodes.allocatable(PODS)[rows])]
         unresolvable = np.zeros(len(rows), dtype=np.bool_)
-        wanted = checked_requests(requests, args.ignored_resources, args.ignored_resource_groups)
+        wanted = self.checked_requests(state, pod)
         for name, quantity in wanted:
             if quantity > SAFE_AMOUNT:
                 return None

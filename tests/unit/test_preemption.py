@@ -16,6 +16,7 @@ from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import FitError
 from shared.framework.interface import PostFilterResult
 from shared.framework.preemption import (
+    AllowedDisruptions,
     Budget,
     Candidate,
     Victims,
@@ -222,10 +223,15 @@ POST_FILTER_CASES = [
 ]
 
 
+DRY_RUNS = pytest.mark.parametrize("by_arithmetic", [True, False], ids=["fast", "general"])
+
+
+@DRY_RUNS
 @pytest.mark.parametrize("case", POST_FILTER_CASES, ids=lambda c: c.name)
-def test_post_filter(case: PostFilterCase) -> None:
+def test_post_filter(case: PostFilterCase, by_arithmetic: bool) -> None:
     snap = snapshot(case.nodes, case.pods)
-    scheduler, _ = setup(snap, case.pdbs)
+    scheduler, plugin = setup(snap, case.pdbs)
+    plugin.resource_dry_run = by_arithmetic
     state, info = CycleState(), case.preemptor.info()
     scheduler.fw.run_pre_filter_plugins(state, info, snap.nodes)
     statuses = {n: Status(code) for n, code in case.statuses.items()}
@@ -324,10 +330,12 @@ VICTIMS_CASES = [
 ]
 
 
+@DRY_RUNS
 @pytest.mark.parametrize("case", VICTIMS_CASES, ids=lambda c: c.name)
-def test_select_victims_on_node(case: VictimsCase) -> None:
+def test_select_victims_on_node(case: VictimsCase, by_arithmetic: bool) -> None:
     snap = snapshot(nodes("node1", **case.capacity), case.pods)
     scheduler, plugin = setup(snap, case.pdbs)
+    plugin.resource_dry_run = by_arithmetic
     state, info = CycleState(), case.preemptor.info()
     scheduler.fw.run_pre_filter_plugins(state, info, snap.nodes)
     victims, violations, status = plugin.select_victims_on_node(
@@ -346,6 +354,23 @@ def test_pdb_violation_split_keeps_order_and_spends_the_budget() -> None:
     violating, non_violating = filter_pods_with_pdb_violation(infos, [budget])
     assert [p.pod.metadata.name for p in non_violating] == ["a"]
     assert [p.pod.metadata.name for p in violating] == ["b", "c"]
+
+
+def test_derived_budgets_are_counted_again_only_when_pods_or_budgets_change() -> None:
+    snap = snapshot(
+        nodes("node1"), [pod(f"db{i}", LOW, "node1").label("app", "db") for i in (1, 2)]
+    )
+    pdbs = [pdb("db", "app", "db", minAvailable=1)]
+    allowed = AllowedDisruptions()
+    first = allowed.of(snap, pdbs)
+    assert first == [1]
+    assert allowed.of(snap, pdbs) is first  # nothing changed: not counted again
+
+    snap.add_pod(pod("db3", LOW, "node1").label("app", "db").info(), "node1")
+    assert allowed.of(snap, pdbs) == [2]
+    pdbs[:] = [pdb("db", "app", "db", maxUnavailable=0)]
+    assert allowed.of(snap, pdbs) == [0]
+    assert allowed.of(snapshot(nodes("node1"), []), pdbs) == [0]
 
 
 @pytest.mark.parametrize(

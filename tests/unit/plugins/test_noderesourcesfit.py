@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shared.config import ConfigError
 from shared.framework.cycle_state import CycleState
@@ -185,6 +187,17 @@ def test_too_many_pods_is_resolvable() -> None:
         ["Too many pods", "Insufficient cpu"],
     )
     assert filter_status(plugin(), pod(cpu="1"), n) == (Code.UNSCHEDULABLE, ["Too many pods"])
+
+
+AMOUNTS = st.dictionaries(st.sampled_from(["cpu", "memory", "example.com/gpu"]), st.integers(0, 4))
+
+
+@given(wanted=AMOUNTS, num_pods=st.integers(0, 4), requested=AMOUNTS, allocatable=AMOUNTS)
+def test_lacks_any_is_the_verdict_of_fits_amounts(
+    wanted: dict[str, int], num_pods: int, requested: dict[str, int], allocatable: dict[str, int]
+) -> None:
+    args = (list(wanted.items()), num_pods, requested, {"pods": 3, **allocatable})
+    assert fit.lacks_any(*args) == bool(fit.fits_amounts(*args))
 
 
 def test_filter_without_prefilter_recomputes() -> None:
