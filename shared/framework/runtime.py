@@ -38,6 +38,7 @@ from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.framework.waiting_pods import MAX_PERMIT_TIMEOUT
+from shared.plugins.resourcedryrun import ResourceDryRun
 
 
 @dataclass
@@ -87,6 +88,9 @@ class Framework:
         handle.runner = self  # PostFilter plugins run Filter through it
         # Which plugins have the batch forms (checked once: isinstance on a Protocol is slow).
         self._batch_filter = [isinstance(p, BatchFilterPlugin) for p in self.filters]
+        # Nominated pods counted by arithmetic where only resources decide (tests turn
+        # it off to compare with the node-by-node path).
+        self.nominated_by_amounts = True
         self._batch_score = [isinstance(p, BatchScorePlugin) for p in self.scores]
 
     @classmethod
@@ -286,17 +290,49 @@ class Framework:
                 first[rejected] = k
                 feasible &= mask
         result = BatchFilterResult(feasible, first)
-        for name in self.handle.nominated:
-            row = nodes.index.get(name)
-            if row is None or not self.has_nominated_pods(pod, name):
-                continue
-            status = self.run_filter_plugins_with_nominated_pods(state, pod, nodes.infos[row])
-            if status.code == Code.ERROR:
-                return None  # the per-node path reports it if it gets to this node
+        rows = [
+            row
+            for name in self.handle.nominated
+            if (row := nodes.index.get(name)) is not None and self.has_nominated_pods(pod, name)
+        ]
+        by_amounts = self._nominated_by_amounts(state, pod) if rows else None
+        for row in rows:
+            info = nodes.infos[row]
+            status = by_amounts(info, int(first[row])) if by_amounts is not None else None
+            if status is None:
+                status = self.run_filter_plugins_with_nominated_pods(state, pod, info)
+                if status.code == Code.ERROR:
+                    return None  # the per-node path reports it if it gets to this node
+            elif status.ok:
+                continue  # the nominated pods change nothing: the batch verdict stands
             feasible[row] = status.ok
             first[row] = -1
             result.statuses[row] = status
         return result
+
+    def _nominated_by_amounts(
+        self, state: CycleState, pod: PodInfo
+    ) -> Callable[[NodeInfo, int], Status | None] | None:
+        """RunFilterPluginsWithNominatedPods by arithmetic, for a cycle whose Filter
+        plugins read no pods except NodeResourcesFit (preemption's ResourceDryRun plan):
+        the node-only plugins decide as in the batch, so only NodeResourcesFit with the
+        nominated pods' amounts added can change a row. For a node it gives that
+        rejection, SUCCESS where the batch verdict stands, or None (run it node by node).
+        Without this, every node with a nominated pod ran the filters twice per cycle."""
+        if not self.nominated_by_amounts:
+            return None
+        plan = ResourceDryRun.plan(self, self.handle.snapshot, state, pod)
+        if plan is None:
+            return None
+        fit_index = self.filters.index(plan.fit)
+
+        def status_of(info: NodeInfo, rejecter: int) -> Status | None:
+            if 0 <= rejecter < fit_index:
+                return SUCCESS  # a node-only plugin before NodeResourcesFit rejects it anyway
+            node = plan.node(info)
+            return None if node is None else node.fit_status()
+
+        return status_of
 
     def filter_statuses(
         self,

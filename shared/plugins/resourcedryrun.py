@@ -152,17 +152,23 @@ class ResourceNode:
         run = self.run
         for plugin in self.filters:
             if plugin is run.fit:
-                insufficient = fits_amounts(
-                    run.wanted, self.num_pods, self.requested, self.node.allocatable
-                )
-                status = insufficient_status(insufficient)
-                if not status.ok:
-                    status.plugin = plugin.name
+                status = self.fit_status()
             else:
                 status = run.runner.run_filter_plugin(plugin, run.state, run.pod, self.node)
             if not status.ok:
                 return status
         return SUCCESS
+
+    def fit_status(self) -> Status:
+        """NodeResourcesFit's Filter status on the amounts as they stand now."""
+        run = self.run
+        insufficient = fits_amounts(
+            run.wanted, self.num_pods, self.requested, self.node.allocatable
+        )
+        status = insufficient_status(insufficient)
+        if not status.ok:
+            status.plugin = run.fit.name
+        return status
 
     def reprieve(self, victim: PodInfo) -> tuple[bool, Status]:
         """Put `victim` back if the pod still fits with it; else it stays off (a victim).

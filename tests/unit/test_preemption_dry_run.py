@@ -226,6 +226,33 @@ def test_dry_run_by_arithmetic_gives_what_the_general_one_gives(cluster: Cluster
         assert fast == general
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_batch_filter_counts_nominated_pods_by_arithmetic_as_node_by_node(
+    cluster: Cluster,
+) -> None:
+    """RunFilterPluginsWithNominatedPods in the batch Filter: with the nominated pods'
+    amounts added where only resources decide, the verdicts and statuses of running
+    the filters node by node with the pods added."""
+    cycle = cluster.cycle()
+    assert cycle.plan() is not None
+
+    def batch(by_amounts: bool) -> tuple[Any, ...]:
+        cycle.fw.nominated_by_amounts = by_amounts
+        result = cycle.fw.run_filter_plugins_batch(cycle.state, cycle.pod, cycle.snap.columns)
+        assert result is not None
+        statuses = {
+            row: cycle.fw.filter_status(cycle.state, cycle.pod, cycle.snap.columns.infos[row], k)
+            for row, k in enumerate(result.first_rejecter.tolist())
+            if k >= 0
+        } | result.statuses
+        # (a feasible row's status is never read: only rejected rows are reported)
+        shown = {row: (s.code, s.reasons, s.plugin) for row, s in statuses.items() if not s.ok}
+        return result.feasible.tolist(), shown
+
+    assert batch(True) == batch(False)
+
+
 # --- where the general path runs ---------------------------------------------------------
 
 
