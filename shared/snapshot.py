@@ -7,6 +7,7 @@ headNode/generation idea), in one Redis round trip.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from importlib.resources import files
@@ -62,6 +63,7 @@ class Snapshot:
         self._pending: dict[str, _Pending] = {}
         self._pod_groups: dict[str, dict[str, Any]] = {}
         self._pod_groups_version: bytes | str | None = None
+        self._refreshing = asyncio.Lock()
 
     async def pod_groups(self, redis: aioredis.Redis) -> dict[str, dict[str, Any]]:
         """The pod groups the cache tracks ("ns/name" -> record), re-read only when the
@@ -76,16 +78,19 @@ class Snapshot:
         return self._pod_groups
 
     async def refresh(self) -> int:
-        """Apply every change since the last refresh; returns how many nodes changed."""
-        flat = await self._script(
-            keys=[keys.CACHE_GENERATIONS, keys.CACHE_NODEINFO], args=[self.generation]
-        )
-        changed = []
-        for i in range(0, len(flat), 3):
-            changed.append((flat[i].decode(), flat[i + 2]))
-            self.generation = max(self.generation, int(float(flat[i + 1])))
-        self._apply(changed)
-        return len(changed)
+        """Apply every change since the last refresh; returns how many nodes changed.
+        One at a time: a lane asking while another lane's refresh is out would read the
+        same changes again (at start, every node twice)."""
+        async with self._refreshing:
+            flat = await self._script(
+                keys=[keys.CACHE_GENERATIONS, keys.CACHE_NODEINFO], args=[self.generation]
+            )
+            changed = []
+            for i in range(0, len(flat), 3):
+                changed.append((flat[i].decode(), flat[i + 2]))
+                self.generation = max(self.generation, int(float(flat[i + 1])))
+            self._apply(changed)
+            return len(changed)
 
     async def reload(self, redis: aioredis.Redis, names: set[str]) -> None:
         """Re-read `names` as committed (a local assumption on them was refused)."""

@@ -179,7 +179,9 @@ class Worker:
                 continue
             if "nominated_version" in reply:
                 await self._sync_nominated(reply["nominated_version"])
-            if reply["pods"]:
+            if not reply["pods"]:
+                await self._idle_refresh()
+            else:
                 try:
                     await self.schedule_batch(reply["pods"])
                 except Exception:
@@ -188,6 +190,14 @@ class Worker:
                     # lease lapses, and the cache forgets what was never bound.
                     log.exception("batch of %d pods failed", len(reply["pods"]))
                     await asyncio.sleep(0.5)
+
+    async def _idle_refresh(self) -> None:
+        """Keep the snapshot warm while there is nothing to schedule, so that the next
+        batch does not start by reading every change since (every node, at start)."""
+        try:
+            await self.snapshot.refresh()
+        except Exception as err:  # Redis busy or away: the next batch refreshes anyway
+            log.warning("idle refresh failed: %s", err)
 
     async def _sync_nominated(self, version: int) -> None:
         """Fetch the queue's nominated pods when they changed: Filter counts them on

@@ -131,3 +131,14 @@ async def test_nodes_added_and_removed_reshape_the_columns(redis: aioredis.Redis
     assert [i.name for i in columns.infos] == ["n1", "n3", "n4"]
     assert columns.requested("cpu").tolist() == [1000, 0, 2000]
     assert columns.num_pods.tolist() == [1, 0, 1]
+
+
+async def test_concurrent_refreshes_read_each_change_once(redis: aioredis.Redis) -> None:
+    """Two lanes refreshing at once (at start, say): the second waits and reads only
+    what came since, not every node again."""
+    for i in range(20):
+        await write_node(redis, node(f"n{i:02d}"), i + 1)
+    snapshot = Snapshot(redis)
+    counts = await asyncio.gather(snapshot.refresh(), snapshot.refresh())
+    assert sorted(counts) == [0, 20]
+    assert len(snapshot.nodes) == 20
