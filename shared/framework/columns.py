@@ -262,11 +262,7 @@ class NodeColumns:
 
     def _fill_fixed(self, i: int) -> None:
         self._fill_pods(i)
-        info = self.infos[i]
-        spec = info.node.spec
-        self.unschedulable[i] = spec.unschedulable
-        self.taint_group[i] = self._taint_group_id(spec.taints)
-        self._row_nodes[i] = info.raw_node
+        self._fill_node_fixed(i)
 
     def _fill_pods(self, i: int) -> None:
         info = self.infos[i]
@@ -277,10 +273,8 @@ class NodeColumns:
 
     def _fill_node(self, i: int) -> None:
         """The row's columns that come from the node object."""
+        self._fill_node_fixed(i)
         info = self.infos[i]
-        spec = info.node.spec
-        self.unschedulable[i] = spec.unschedulable
-        self.taint_group[i] = self._taint_group_id(spec.taints)
         for res, col in self._alloc.items():
             col[i] = self._amount(info.allocatable.get(res, 0))
         for key, lcol in self._labels.items():
@@ -289,6 +283,12 @@ class NodeColumns:
         for image, icol in self._images.items():
             icol.size[i] = sizes.get(image, 0)
             icol.present[i] = image in sizes
+
+    def _fill_node_fixed(self, i: int) -> None:
+        info = self.infos[i]
+        spec = info.node.spec
+        self.unschedulable[i] = spec.unschedulable
+        self.taint_group[i] = self._taint_group_id(spec.taints)
         self._row_nodes[i] = info.raw_node
 
     def _taint_group_id(self, taints: list[Taint]) -> int:
