@@ -216,10 +216,6 @@ class Framework:
             p for p in nominated if p.pod.spec.priority >= priority and p.pod.metadata.uid != uid
         ]
 
-    def has_nominated_pods(self, pod: PodInfo, node_name: str) -> bool:
-        """Whether the node has nominated pods that Filter must add for `pod`."""
-        return bool(self.nominated_pods_for(pod, node_name))
-
     def _add_nominated_pods(
         self, state: CycleState, pod: PodInfo, node: NodeInfo
     ) -> tuple[CycleState, NodeInfo] | Status | None:
@@ -291,14 +287,17 @@ class Framework:
                 feasible &= mask
         result = BatchFilterResult(feasible, first)
         rows = [
-            row
+            (row, nominated)
             for name in self.handle.nominated
-            if (row := nodes.index.get(name)) is not None and self.has_nominated_pods(pod, name)
+            if (row := nodes.index.get(name)) is not None
+            and (nominated := self.nominated_pods_for(pod, name))
         ]
         by_amounts = self._nominated_by_amounts(state, pod) if rows else None
-        for row in rows:
+        for row, nominated in rows:
             info = nodes.infos[row]
-            status = by_amounts(info, int(first[row])) if by_amounts is not None else None
+            status = (
+                by_amounts(info, int(first[row]), nominated) if by_amounts is not None else None
+            )
             if status is None:
                 status = self.run_filter_plugins_with_nominated_pods(state, pod, info)
                 if status.code == Code.ERROR:
@@ -312,7 +311,7 @@ class Framework:
 
     def _nominated_by_amounts(
         self, state: CycleState, pod: PodInfo
-    ) -> Callable[[NodeInfo, int], Status | None] | None:
+    ) -> Callable[[NodeInfo, int, list[PodInfo]], Status | None] | None:
         """RunFilterPluginsWithNominatedPods by arithmetic, for a cycle whose Filter
         plugins read no pods except NodeResourcesFit (preemption's ResourceDryRun plan):
         the node-only plugins decide as in the batch, so only NodeResourcesFit with the
@@ -326,10 +325,10 @@ class Framework:
             return None
         fit_index = self.filters.index(plan.fit)
 
-        def status_of(info: NodeInfo, rejecter: int) -> Status | None:
+        def status_of(info: NodeInfo, rejecter: int, nominated: list[PodInfo]) -> Status | None:
             if 0 <= rejecter < fit_index:
                 return SUCCESS  # a node-only plugin before NodeResourcesFit rejects it anyway
-            node = plan.node(info)
+            node = plan.node(info, nominated)
             return None if node is None else node.fit_status()
 
         return status_of

@@ -103,9 +103,11 @@ class ResourceDryRun:
             return None
         return cls(runner, state, pod, filters, fit, node_to_status or {})
 
-    def node(self, node: NodeInfo) -> ResourceNode | None:
-        """The node's copy for the dry run; None where the general path must run."""
-        nominated = self.runner.nominated_pods_for(self.pod, node.name)
+    def node(self, node: NodeInfo, nominated: list[PodInfo] | None = None) -> ResourceNode | None:
+        """The node's copy for the dry run; None where the general path must run.
+        `nominated`: the node's nominated pods for this pod, if the caller has them."""
+        if nominated is None:
+            nominated = self.runner.nominated_pods_for(self.pod, node.name)
         keys = {p.key for p in nominated}
         if len(keys) < len(nominated) or not keys.isdisjoint(node.pods):
             return None
