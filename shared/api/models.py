@@ -89,6 +89,20 @@ class ObjectMeta(K8sModel):
     def _none_is_empty(cls, value: Any) -> Any:
         return {} if value is None else value
 
+    @property
+    def key(self) -> str:
+        """namespace/name, how namespaced objects are named across ksched."""
+        return f"{self.namespace}/{self.name}"
+
+    def defaulted(self) -> None:
+        """A namespaced object without a namespace is in the default one."""
+        self.namespace = self.namespace or DEFAULT_NAMESPACE
+
+
+def require_kind(kind: str, expected: str) -> None:
+    if kind != expected:
+        raise ValueError(f"kind must be {expected}, got {kind!r}")
+
 
 # --- selectors and affinity ---------------------------------------------------
 
@@ -268,14 +282,13 @@ class Pod(K8sModel):
 
     @model_validator(mode="after")
     def _defaults_and_names(self) -> Pod:
-        if self.kind != "Pod":
-            raise ValueError(f"kind must be Pod, got {self.kind!r}")
-        self.metadata.namespace = self.metadata.namespace or DEFAULT_NAMESPACE
+        require_kind(self.kind, "Pod")
+        self.metadata.defaulted()
         return self
 
     @property
     def key(self) -> str:
-        return f"{self.metadata.namespace}/{self.metadata.name}"
+        return self.metadata.key
 
 
 # Validated PodSpecs by their packed form. Pods of one template (a Deployment's, a
@@ -350,8 +363,7 @@ class Node(K8sModel):
 
     @model_validator(mode="after")
     def _kind(self) -> Node:
-        if self.kind != "Node":
-            raise ValueError(f"kind must be Node, got {self.kind!r}")
+        require_kind(self.kind, "Node")
         return self
 
     @property
@@ -374,13 +386,12 @@ class PodGroup(K8sModel):
 
     @model_validator(mode="after")
     def _kind(self) -> PodGroup:
-        if self.kind != "PodGroup":
-            raise ValueError(f"kind must be PodGroup, got {self.kind!r}")
+        require_kind(self.kind, "PodGroup")
         return self
 
     @property
     def key(self) -> str:
-        return f"{self.metadata.namespace}/{self.metadata.name}"
+        return self.metadata.key
 
 
 # --- watch events -------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from shared.api.models import DEFAULT_NAMESPACE, K8sModel, LabelSelector, ObjectMeta, Pod
+from shared.api.models import K8sModel, LabelSelector, ObjectMeta, Pod, require_kind
 from shared.framework.selectors import label_selector_error, label_selector_matches
 
 IntOrPercent = int | str
@@ -75,14 +75,13 @@ class PodDisruptionBudget(K8sModel):
 
     @model_validator(mode="after")
     def _kind_and_namespace(self) -> PodDisruptionBudget:
-        if self.kind != "PodDisruptionBudget":
-            raise ValueError(f"kind must be PodDisruptionBudget, got {self.kind!r}")
-        self.metadata.namespace = self.metadata.namespace or DEFAULT_NAMESPACE
+        require_kind(self.kind, "PodDisruptionBudget")
+        self.metadata.defaulted()
         return self
 
     @property
     def key(self) -> str:
-        return f"{self.metadata.namespace}/{self.metadata.name}"
+        return self.metadata.key
 
     def matches(self, pod: Pod) -> bool:
         """Whether the budget covers the pod: same namespace, non-empty selector matching
