@@ -180,6 +180,7 @@ class NodeColumns:
         self._images: dict[str, ImageColumn] = {}
         self._image_names: list[dict[str, int]] = [{} for _ in range(n)]
         self._pod_counts: dict[Hashable, tuple[IntArray, PodCounter]] = {}
+        self._everyone: BoolArray | None = None
         # The node object each row was read from: a row whose NodeInfo still has it
         # re-reads only its pods.
         self._row_nodes: list[object] = [None] * n
@@ -247,6 +248,7 @@ class NodeColumns:
             key: (counts[src], counter) for key, (counts, counter) in self._pod_counts.items()
         }
         new._row_nodes = [self._row_nodes[r] for r in src.tolist()]
+        new._everyone = None
         for i in fresh:
             new._row_nodes[i] = None  # read whole
             new.update(infos[i].name)
@@ -378,6 +380,16 @@ class NodeColumns:
         ordered = uniq[np.argsort(first)].tolist()
         return {col.values[c]: int(sums[c]) for c in ordered}
 
+    @property
+    def everyone(self) -> BoolArray:
+        """All rows, read-only: the mask a batch Filter returns when it rejects no node,
+        so that the runner can skip it without looking."""
+        mask = self._everyone
+        if mask is None or len(mask) != self.n:
+            mask = self._everyone = np.ones(self.n, dtype=np.bool_)
+            mask.flags.writeable = False
+        return mask
+
     def name_mask(self, names: Iterable[str]) -> BoolArray:
         mask = np.zeros(self.n, dtype=np.bool_)
         rows = [self.index[name] for name in names if name in self.index]
@@ -393,10 +405,12 @@ class NodeColumns:
             dtype=np.int64,
             count=len(self.taint_groups),
         )
-        groups = self.taint_group if rows is None else self.taint_group[rows]
+        size = self.n if rows is None else len(rows)
         if len(table) == 0:
-            return np.zeros(len(groups), dtype=np.int64)
-        return table[groups]
+            return np.zeros(size, dtype=np.int64)
+        if len(table) == 1:  # every node has the same taints (often none)
+            return np.full(size, table[0], dtype=np.int64)
+        return table[self.taint_group if rows is None else self.taint_group[rows]]
 
 
 # --- selectors over columns (the batch twins of selectors.py's matches) -------------

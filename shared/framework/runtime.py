@@ -268,8 +268,9 @@ class Framework:
     ) -> BatchFilterResult | None:
         """Every Filter over every row at once; None when a plugin needs the per-node path
         for this pod (or fails: the per-node path then reports its error)."""
-        feasible = np.ones(nodes.n, dtype=np.bool_)
+        feasible = nodes.everyone.copy()
         first = np.full(nodes.n, -1, dtype=np.int64)
+        everyone = nodes.everyone
         for k, plugin in enumerate(self.filters):
             if plugin.name in state.skip_filter_plugins:
                 continue
@@ -281,6 +282,8 @@ class Framework:
                 return None
             if mask is None:
                 return None
+            if mask is everyone:  # rejects no node
+                continue
             rejected = feasible & ~mask
             if rejected.any():
                 first[rejected] = k
@@ -460,7 +463,8 @@ class Framework:
                 if not status.ok:
                     return totals, {}, status
                 scores = np.fromiter((ns.score for ns in listed), np.int64, count=len(listed))
-            weighted = scores * self.weights.get(plugin.name, 1)
+            weight = self.weights.get(plugin.name, 1)
+            weighted = scores * weight if weight != 1 else scores
             per_plugin[plugin.name] = weighted
             totals += weighted
         return totals, per_plugin, SUCCESS
@@ -485,7 +489,7 @@ class Framework:
                 scores = normalize_all(state, pod, scores)
         except Exception:
             return None, SUCCESS  # the per-node path reports the error
-        if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+        if len(scores) and not _in_score_range(scores):
             return None, SUCCESS
         return scores, SUCCESS
 
@@ -595,6 +599,13 @@ class Framework:
 
     def less(self, a: Any, b: Any) -> bool:
         return self.queue_sort.less(a, b)
+
+
+def _in_score_range(scores: IntArray) -> bool:
+    if MIN_NODE_SCORE == 0 and scores.dtype == np.int64:
+        # negative scores read as unsigned are huge: one reduction instead of two
+        return int(scores.view(np.uint64).max()) <= MAX_NODE_SCORE
+    return bool(scores.min() >= MIN_NODE_SCORE and scores.max() <= MAX_NODE_SCORE)
 
 
 def select_host(scores: list[PluginScores], rng: random.Random) -> str:

@@ -187,13 +187,18 @@ class Scheduler:
         index, up to numFeasibleNodesToFind; and how many nodes that search processed."""
         want = num_feasible_nodes_to_find(self.percentage, n)
         start = self.next_start_node_index % n
-        rotated = np.concatenate((batch.feasible[start:], batch.feasible[:start]))
-        found = np.cumsum(rotated)
-        processed = n
-        if found[-1] >= want:
-            processed = int(np.searchsorted(found, want)) + 1
-        rows = np.flatnonzero(rotated[:processed]) + start
-        rows[rows >= n] -= n
+        feasible = np.flatnonzero(batch.feasible)
+        k = int(np.searchsorted(feasible, start))  # the first feasible row from start on
+        if len(feasible) < want:
+            rows, processed = np.concatenate((feasible[k:], feasible[:k])), n
+        else:
+            after = len(feasible) - k
+            rows = (
+                feasible[k : k + want]
+                if after >= want
+                else np.concatenate((feasible[k:], feasible[: want - after]))
+            )
+            processed = (int(rows[-1]) - start) % n + 1  # up to the want-th feasible row
         self.next_start_node_index = (start + processed) % n
         return rows, processed
 

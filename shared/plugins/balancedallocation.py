@@ -33,6 +33,7 @@ from shared.plugins.noderesourcesfit import (
     ArgsParser,
     ResourceAllocationScorer,
     ResourceSpec,
+    all_counted,
 )
 
 NAME = "NodeResourcesBalancedAllocation"
@@ -82,6 +83,11 @@ def balanced_resource_scores(requested: list[IntArray], allocatable: list[IntArr
     Nodes lacking some resource (allocatable 0) drop it from their fractions; they are
     few, and scored one by one."""
     n = len(requested[0])
+    if len(requested) == 2 and all_counted(allocatable):
+        # The common cpu+memory case on nodes that have both: nothing to mask.
+        first = np.minimum(requested[0] / allocatable[0], 1.0)
+        second = np.minimum(requested[1] / allocatable[1], 1.0)
+        return ((1 - np.abs((first - second) / 2)) * float(MAX_NODE_SCORE)).astype(np.int64)
     has_all = np.ones(n, dtype=np.bool_)
     for alloc in allocatable:
         has_all &= alloc != 0

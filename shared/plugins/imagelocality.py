@@ -113,8 +113,12 @@ class ImageLocality(ScorePlugin, BatchScorePlugin):
         for container in containers:
             image = nodes.image(normalized_image_name(container.image))
             # The snapshot counts nodes having the image among all nodes.
-            spread = float(np.count_nonzero(image.present)) / float(total_num_nodes)
-            sums += (image.size[rows].astype(np.float64) * spread).astype(np.int64)
+            having = np.count_nonzero(image.present)
+            if having:  # else it adds 0 everywhere
+                spread = float(having) / float(total_num_nodes)
+                sums += (image.size[rows].astype(np.float64) * spread).astype(np.int64)
+        if not sums.any():  # no image anywhere: the clamp makes every score 0
+            return sums
         return calculate_priorities(sums, len(containers))
 
     def score_extensions(self) -> ScoreExtensions | None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from shared.framework.columns import BoolArray, NodeColumns
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import (
@@ -54,7 +52,7 @@ class NodeName(PreFilterPlugin, FilterPlugin, BatchFilterPlugin, EnqueueExtensio
 
     def filter_all(self, state: CycleState, pod: PodInfo, nodes: NodeColumns) -> BoolArray:
         wanted = pod.pod.spec.node_name
-        return nodes.name_mask((wanted,)) if wanted else np.ones(nodes.n, dtype=np.bool_)
+        return nodes.name_mask((wanted,)) if wanted else nodes.everyone
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # No queueing hint: a new node always warrants a retry.

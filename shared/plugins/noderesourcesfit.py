@@ -344,24 +344,54 @@ def least_requested_scores(requested: IntArray, capacity: IntArray) -> IntArray:
     return np.where((capacity == 0) | (requested > capacity), 0, scores)
 
 
+def least_requested_scores_counted(requested: IntArray, capacity: IntArray) -> IntArray:
+    """least_requested_scores where every capacity is positive: over-committed is 0."""
+    return np.maximum(capacity - requested, 0) * MAX_NODE_SCORE // capacity
+
+
 def most_requested_scores(requested: IntArray, capacity: IntArray) -> IntArray:
     scores = np.minimum(requested, capacity) * MAX_NODE_SCORE // np.maximum(capacity, 1)
     return np.where(capacity == 0, 0, scores)
 
 
+def most_requested_scores_counted(requested: IntArray, capacity: IntArray) -> IntArray:
+    return np.minimum(requested, capacity) * MAX_NODE_SCORE // capacity
+
+
+def all_counted(allocatable: list[IntArray]) -> bool:
+    """Every node has every resource (the common case, which needs no masking)."""
+    return bool(len(allocatable[0])) and all(int(alloc.min()) > 0 for alloc in allocatable)
+
+
 def _weighted_mean_scorer_all(
-    resources: Sequence[ResourceSpec], per_resource: Callable[[IntArray, IntArray], IntArray]
+    resources: Sequence[ResourceSpec],
+    per_resource: Callable[[IntArray, IntArray], IntArray],
+    per_resource_counted: Callable[[IntArray, IntArray], IntArray],
 ) -> ResourceScorerAll:
     def score(requested: list[IntArray], allocatable: list[IntArray]) -> IntArray:
+        if all_counted(allocatable):
+            return counted(requested, allocatable)
         node_score = np.zeros(len(requested[0]), dtype=np.int64)
         weight_sum = np.zeros(len(requested[0]), dtype=np.int64)
         for i, spec in enumerate(resources):
-            counted = allocatable[i] != 0
-            node_score += np.where(counted, per_resource(requested[i], allocatable[i]), 0) * (
+            counted_here = allocatable[i] != 0
+            node_score += np.where(counted_here, per_resource(requested[i], allocatable[i]), 0) * (
                 spec.weight
             )
-            weight_sum += np.where(counted, spec.weight, 0)
+            weight_sum += np.where(counted_here, spec.weight, 0)
         return np.where(weight_sum > 0, node_score // np.maximum(weight_sum, 1), 0)
+
+    def counted(requested: list[IntArray], allocatable: list[IntArray]) -> IntArray:
+        # The same weighted mean with nothing to mask: a third of the array operations.
+        total: IntArray | None = None
+        for i, spec in enumerate(resources):
+            one = per_resource_counted(requested[i], allocatable[i])
+            if spec.weight != 1:
+                one = one * spec.weight
+            total = one if total is None else total + one
+        assert total is not None
+        weight_sum = sum(spec.weight for spec in resources)
+        return total // weight_sum if weight_sum != 1 else total
 
     return score
 
@@ -477,11 +507,15 @@ def requested_to_capacity_ratio_scorer(
 
 def strategy_scorer_all(strategy: ScoringStrategy) -> ResourceScorerAll:
     if strategy.type == MOST_ALLOCATED:
-        return _weighted_mean_scorer_all(strategy.resources, most_requested_scores)
+        return _weighted_mean_scorer_all(
+            strategy.resources, most_requested_scores, most_requested_scores_counted
+        )
     if strategy.type == REQUESTED_TO_CAPACITY_RATIO:
         assert strategy.shape is not None
         return requested_to_capacity_ratio_scorer_all(strategy.resources, strategy.shape)
-    return _weighted_mean_scorer_all(strategy.resources, least_requested_scores)
+    return _weighted_mean_scorer_all(
+        strategy.resources, least_requested_scores, least_requested_scores_counted
+    )
 
 
 def strategy_scorer(strategy: ScoringStrategy) -> ResourceScorer:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from shared.api.models import Taint
 from shared.framework.columns import BoolArray, NodeColumns
 from shared.framework.cycle_state import CycleState
@@ -44,8 +42,10 @@ class NodeUnschedulable(FilterPlugin, BatchFilterPlugin, EnqueueExtensions):
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_UNSCHEDULABLE])
 
     def filter_all(self, state: CycleState, pod: PodInfo, nodes: NodeColumns) -> BoolArray:
-        if tolerations_tolerate_taint(pod.pod.spec.tolerations, _UNSCHEDULABLE_TAINT):
-            return np.ones(nodes.n, dtype=np.bool_)
+        if not nodes.unschedulable.any() or tolerations_tolerate_taint(
+            pod.pod.spec.tolerations, _UNSCHEDULABLE_TAINT
+        ):
+            return nodes.everyone
         return ~nodes.unschedulable
 
     def events_to_register(self) -> list[ClusterEventWithHint]:

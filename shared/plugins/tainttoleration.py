@@ -79,6 +79,8 @@ class TaintToleration(
 
     def filter_all(self, state: CycleState, pod: PodInfo, nodes: NodeColumns) -> BoolArray:
         tolerations = pod.pod.spec.tolerations
+        if all(tolerates_hard_taints(taints, tolerations) for taints in nodes.taint_groups):
+            return nodes.everyone
         ok = nodes.per_taint_group(lambda taints: tolerates_hard_taints(taints, tolerations))
         return ok.astype(np.bool_)
 

@@ -520,3 +520,39 @@ def test_reshaped_columns_equal_columns_built_afresh(data: st.DataObject) -> Non
         added.append(info)
     infos = data.draw(st.permutations(kept + added))
     assert_same_columns(old.reshaped(infos), NodeColumns(infos))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_resource_scores_without_masking_equal_the_masked_forms(data: st.DataObject) -> None:
+    """The fast forms used when every node has every resource (capacity > 0), requests
+    over capacity included."""
+    from shared.plugins.balancedallocation import balanced_resource_score, balanced_resource_scores
+    from shared.plugins.noderesourcesfit import (
+        least_requested_scores,
+        least_requested_scores_counted,
+        most_requested_scores,
+        most_requested_scores_counted,
+    )
+
+    n = data.draw(st.integers(1, 40))
+    caps = [
+        np.array(data.draw(st.lists(st.integers(1, 2**40), min_size=n, max_size=n))) for _ in "ab"
+    ]
+    reqs = [
+        np.array(data.draw(st.lists(st.integers(0, 2**41), min_size=n, max_size=n))) for _ in "ab"
+    ]
+    for req, cap in zip(reqs, caps, strict=True):
+        assert (
+            least_requested_scores_counted(req, cap).tolist()
+            == least_requested_scores(req, cap).tolist()
+        )
+        assert (
+            most_requested_scores_counted(req, cap).tolist()
+            == most_requested_scores(req, cap).tolist()
+        )
+    expected = [
+        balanced_resource_score([int(r[i]) for r in reqs], [int(c[i]) for c in caps])
+        for i in range(n)
+    ]
+    assert balanced_resource_scores(reqs, caps).tolist() == expected
