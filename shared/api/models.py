@@ -305,8 +305,15 @@ def parse_pod(raw: dict[str, Any]) -> Pod:
     spec = raw.get("spec")
     if not isinstance(spec, dict):
         return Pod.model_validate(raw)
+    # A bound pod's spec differs from its template's only by nodeName: memoized without
+    # it (one entry per template, not per node), the string set afterwards.
+    node_name = spec.get("nodeName")
+    if isinstance(node_name, str) and node_name and "node_name" not in spec:
+        template = {k: v for k, v in spec.items() if k != "nodeName"}
+    else:
+        template, node_name = spec, None
     try:
-        key = msgpack.packb(spec)
+        key = msgpack.packb(template)
     except (TypeError, ValueError, OverflowError):  # e.g. an integer beyond 64 bits
         return Pod.model_validate(raw)
     known = _SPEC_MEMO.get(key)
@@ -315,10 +322,12 @@ def parse_pod(raw: dict[str, Any]) -> Pod:
         if len(key) <= _SPEC_MEMO_MAX_BYTES:
             if len(_SPEC_MEMO) >= _SPEC_MEMO_MAX:
                 del _SPEC_MEMO[next(iter(_SPEC_MEMO))]
-            _SPEC_MEMO[key] = pod.spec
+            _SPEC_MEMO[key] = (
+                pod.spec if node_name is None else pod.spec.model_copy(update={"node_name": ""})
+            )
         return pod
     pod = Pod.model_validate({k: v for k, v in raw.items() if k != "spec"})
-    pod.spec = known
+    pod.spec = known if node_name is None else known.model_copy(update={"node_name": node_name})
     return pod
 
 

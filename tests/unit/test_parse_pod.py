@@ -26,15 +26,26 @@ def errors_of(raw: dict[str, Any], parse: Any) -> str | None:
 
 @settings(max_examples=50, deadline=None)
 @given(
-    st.lists(st.tuples(names, names, st.dictionaries(names, names, max_size=3)), min_size=1),
+    st.lists(
+        st.tuples(
+            names,
+            names,
+            st.dictionaries(names, names, max_size=3),
+            st.sampled_from([None, "", "node-1", "node-2", 7, None]),
+        ),
+        min_size=1,
+    ),
     st.sampled_from(["100m", "1", "2500m", "-1", "abc"]),
 )
 def test_pods_of_one_template_parse_as_each_alone(
-    metas: list[tuple[str, str, dict[str, str]]], cpu: str
+    metas: list[tuple[str, str, dict[str, str], Any]], cpu: str
 ) -> None:
-    for name, namespace, labels in metas:
+    """Bound or not (nodeName, valid or not), the template's spec is reused."""
+    for name, namespace, labels, node_name in metas:
         raw = make_pod(name, namespace=namespace, cpu="100m", labels=labels)
         raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+        if node_name is not None:
+            raw["spec"]["nodeName"] = node_name
         assert errors_of(raw, parse_pod) == errors_of(raw, Pod.model_validate)
         if errors_of(raw, Pod.model_validate) is None:
             assert parse_pod(raw) == Pod.model_validate(raw)
@@ -48,6 +59,18 @@ def test_a_known_spec_is_shared_and_bad_metadata_still_fails() -> None:
     with pytest.raises(ValidationError) as err:
         parse_pod(bad)
     assert describe_validation_error(err.value) == errors_of(bad, Pod.model_validate)
+
+
+def test_bound_pods_of_one_template_share_one_memo_entry() -> None:
+    unbound = parse_pod(make_pod("u", cpu="3"))
+    bound = []
+    for i in range(3):
+        raw = make_pod(f"b{i}", cpu="3")
+        raw["spec"]["nodeName"] = f"node-{i}"
+        bound.append(parse_pod(raw))
+    assert [p.spec.node_name for p in bound] == ["node-0", "node-1", "node-2"]
+    assert unbound.spec.node_name == ""
+    assert all(p.spec.containers is unbound.spec.containers for p in bound)
 
 
 def test_a_spec_msgpack_cannot_pack_is_validated_whole() -> None:
