@@ -38,6 +38,7 @@ class _Pending:
     node: str
     since: float
     committed_at: float = _NOT_YET
+    acked: bool = False  # the cache committed it
 
 
 _DELTA_LUA = files("shared.lua").joinpath("snapshot_delta.lua").read_text()
@@ -183,8 +184,15 @@ class Snapshot:
         """The cache committed the assumption of `key`; its node's record carries it from
         `generation` on (None: a cache that does not say; then the TTL ends it)."""
         p = self._pending.get(key)
-        if p is not None and generation is not None:
+        if p is None:
+            return
+        p.acked = True
+        if generation is not None:
             p.committed_at = generation
+
+    def uncommitted(self) -> frozenset[str]:
+        """Keys of pods assumed here whose commit to the cache is still out."""
+        return frozenset(k for k, p in self._pending.items() if not p.acked)
 
     def _add_local(self, pod: PodInfo, node_name: str) -> None:
         if self._cluster is not None:

@@ -364,7 +364,7 @@ class Worker:
             if not a.framework.permits:  # the default profile: nothing to run
                 allowed.append(a)
                 continue
-            a.framework.set_snapshot(self.snapshot.cluster())
+            self._permit_view(a)
             status, waits = a.framework.run_permit_plugins(a.state, a.pod, a.node)
             if status.ok or status.code == Code.WAIT:
                 a.waits = waits
@@ -385,9 +385,16 @@ class Worker:
             return
         await self.snapshot.refresh()
         for a in waiting:
-            a.framework.set_snapshot(self.snapshot.cluster())
+            self._permit_view(a)
             a.framework.run_permit_plugins(a.state, a.pod, a.node)
         await self._send_permit_signals()
+
+    def _permit_view(self, a: Attempt) -> None:
+        """Permit reads what the cache holds: the snapshot, less the other lanes'
+        assumptions whose commit is still out (one may be refused, and a gang counted
+        with it would be allowed short of minMember)."""
+        a.framework.set_snapshot(self.snapshot.cluster())
+        a.framework.handle.uncommitted = self.snapshot.uncommitted()
 
     async def _send_permit_signals(self) -> None:
         """Allows and rejects of waiting pods raised by Permit and Unreserve, to the

@@ -202,7 +202,9 @@ class Handle:
     (kept by the worker), and `terminating` the pods this process deleted as victims
     that its snapshot still shows (pod key -> node), kube's terminating pods.
     `pod_groups` holds the
-    PodGroups the cache tracks ("ns/name" -> record, see shared/podgroups.py).
+    PodGroups the cache tracks ("ns/name" -> record, see shared/podgroups.py), and
+    `uncommitted` the keys of pods the snapshot shows that are assumed only locally (by
+    another lane, its commit to the cache still out): Permit counts what the cache holds.
 
     Plugins reach pods waiting at Permit, which may wait in any binder, through
     `allow_waiting_pods` / `reject_waiting_pods`: the signals collect here and the
@@ -217,6 +219,7 @@ class Handle:
         self.pdbs: list[PodDisruptionBudget] = []
         self.terminating: dict[str, str] = {}
         self.pod_groups: dict[str, dict[str, Any]] = {}
+        self.uncommitted: frozenset[str] = frozenset()
         self.permit_signals: list[PermitSignal] = []
 
     def allow_waiting_pods(self, plugin: str, namespace: str, selector: dict[str, str]) -> None:

@@ -145,13 +145,19 @@ class Coscheduling(
 
     def assigned(self, key: str, pod: PodInfo) -> int:
         """Pods of the group on nodes of the snapshot (assumed, waiting or bound), this
-        pod included: the worker has already assumed it there."""
+        pod included: the worker has already assumed it there. A pod another lane has
+        placed but the cache has not committed is not counted: its assume may be refused."""
         namespace, _, name = key.partition("/")
+        uncommitted = self.handle.uncommitted
         seen = {pod.key}
         for info in self.handle.snapshot.node_infos:
             for other in info.pods.values():
                 meta = other.pod.metadata
-                if meta.namespace == namespace and meta.labels.get(POD_GROUP_LABEL) == name:
+                if (
+                    meta.namespace == namespace
+                    and meta.labels.get(POD_GROUP_LABEL) == name
+                    and other.key not in uncommitted
+                ):
                     seen.add(other.key)
         return len(seen)
 

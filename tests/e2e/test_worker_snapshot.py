@@ -88,6 +88,18 @@ async def committed_locally(redis: aioredis.Redis, pod: PodInfo, generation: int
     return snapshot
 
 
+async def test_a_local_assumption_is_uncommitted_until_the_cache_commits_it(
+    redis: aioredis.Redis,
+) -> None:
+    """What Permit must not count yet (another lane's pod whose assume is still out)."""
+    mine, theirs = PodInfo.of(make_pod("mine", cpu="1"), 1), PodInfo.of(make_pod("t"), 2)
+    snapshot = await committed_locally(redis, mine, 2)
+    snapshot.assume(theirs, "n1")
+    assert snapshot.uncommitted() == {theirs.key}
+    snapshot.committed(theirs.key, None)  # a cache that does not say the generation
+    assert snapshot.uncommitted() == set()
+
+
 async def test_a_committed_assumption_deleted_before_any_refresh_is_not_put_back(
     redis: aioredis.Redis,
 ) -> None:

@@ -114,6 +114,18 @@ def test_permit_waits_until_min_member_are_assumed_then_allows_the_group() -> No
     assert signal.matches("default", dict(a.pod.metadata.labels))
 
 
+def test_a_member_another_lane_placed_but_the_cache_has_not_committed_does_not_count() -> None:
+    """Its assume may still be refused: counting it would allow the gang short of
+    minMember (three bound of a gang of four, when the fourth was refused)."""
+    a, b, c = member("a"), member("b"), member("c")
+    cs = plugin(groups_with(a, b, c))
+    on_nodes(cs, (a, "n1"), (b, "n1"), (c, "n1"))
+    cs.handle.uncommitted = frozenset({b.key})
+    assert cs.permit(CycleState(), c, "n1")[0].code == Code.WAIT
+    cs.handle.uncommitted = frozenset({c.key})  # the pod itself: committed by Permit time
+    assert cs.permit(CycleState(), c, "n1")[0].ok
+
+
 def test_members_of_another_namespace_or_group_do_not_count() -> None:
     a = member("a", min_available=2)
     elsewhere = make_pod("b", namespace="other").gang("g", 2).info()
