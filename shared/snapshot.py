@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 
 from shared import keys
 from shared.framework.columns import NodeColumns
-from shared.framework.node_tree import node_tree_order, zone_key
+from shared.framework.node_tree import node_tree_order
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import NodeInfo, PodInfo
 from shared.wire import unpack
@@ -113,7 +113,7 @@ class Snapshot:
             if (
                 old is None
                 or (old.raw_node is None) != (info.raw_node is None)
-                or zone_key(old.labels) != zone_key(info.labels)  # moves in the node tree
+                or old.zone != info.zone  # moves in the node tree
             ):
                 rebuild = True
             else:

@@ -140,15 +140,6 @@ class ImageColumn:
         return col
 
 
-def image_sizes(info: NodeInfo) -> dict[str, int]:
-    """Image name -> size on the node."""
-    sizes: dict[str, int] = {}
-    for image in info.node.status.images:
-        for name in image.names:
-            sizes[name] = image.size_bytes
-    return sizes
-
-
 def _taint_key(taints: Sequence[Taint]) -> TaintKey:
     return tuple((t.key, t.value, t.effect) for t in taints)
 
@@ -281,7 +272,7 @@ class NodeColumns:
             col[i] = self._amount(info.allocatable.get(res, 0))
         for key, lcol in self._labels.items():
             lcol.set(i, info.labels.get(key))
-        sizes = self._image_names[i] = image_sizes(info)
+        sizes = self._image_names[i] = info.image_sizes
         for image, icol in self._images.items():
             icol.size[i] = sizes.get(image, 0)
             icol.present[i] = image in sizes
@@ -348,7 +339,7 @@ class NodeColumns:
         col = self._images.get(name)
         if col is None:
             if not self._images:  # first image asked about: index every node's images
-                self._image_names = [image_sizes(info) for info in self.infos]
+                self._image_names = [info.image_sizes for info in self.infos]
             col = self._images[name] = ImageColumn(self.n)
             for i, sizes in enumerate(self._image_names):
                 if name in sizes:

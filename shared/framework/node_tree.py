@@ -12,25 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from itertools import zip_longest
+from operator import attrgetter
 
-from shared.framework.types import NodeInfo
+from shared.framework.types import LABEL_REGION, LABEL_ZONE, NodeInfo, zone_key
 
-LABEL_REGION = "topology.kubernetes.io/region"
-LABEL_ZONE = "topology.kubernetes.io/zone"
-
-
-def zone_key(labels: dict[str, str]) -> str:
-    """utilnode.GetZoneKey: region and zone, '' when the node has neither."""
-    region, zone = labels.get(LABEL_REGION, ""), labels.get(LABEL_ZONE, "")
-    if not region and not zone:
-        return ""
-    return f"{region}:\x00:{zone}"
-
+__all__ = ["LABEL_REGION", "LABEL_ZONE", "node_tree_order", "zone_key"]
 
 def node_tree_order(infos: Iterable[NodeInfo]) -> list[NodeInfo]:
     """Round-robin over zones: the first node of each zone, then the second, ..."""
     zones: dict[str, list[NodeInfo]] = {}
-    for info in sorted(infos, key=lambda n: n.name):
-        zones.setdefault(zone_key(info.labels), []).append(info)
+    for info in sorted(infos, key=attrgetter("name")):
+        zones.setdefault(info.zone, []).append(info)
     columns = [zones[key] for key in sorted(zones)]
     return [info for row in zip_longest(*columns) for info in row if info is not None]

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from shared.framework.columns import NodeColumns, image_sizes
+from shared.framework.columns import NodeColumns
 from shared.framework.interface import ClusterObjects, FilterPlugin
 from shared.framework.status import Status
 from shared.framework.types import ImageStateSummary, NodeInfo, PodInfo
@@ -52,7 +52,8 @@ class ClusterSnapshot:
         self._change_log: list[str] = []
         self._log_start = 0  # position (since this snapshot was built) of _change_log[0]
         for info in self.node_infos:
-            self._index_affinity_pods(info)
+            if info.affinity_pods:  # most nodes hold none: skip the call
+                self._index_affinity_pods(info)
 
     def _index_affinity_pods(self, info: NodeInfo) -> None:
         for index, holds in (
@@ -141,7 +142,7 @@ class ClusterSnapshot:
         if info.raw_node is not None:
             self._nodes[self._node_positions[info.name]] = info
         self.by_name[info.name] = info
-        if old.raw_node is info.raw_node or image_sizes(old) == image_sizes(info):
+        if old.raw_node is info.raw_node or old.image_sizes == info.image_sizes:
             info.image_states = old.image_states
         elif self._images_filled:
             self.fill_image_states()  # an image appeared or went: counts across nodes move
@@ -154,12 +155,14 @@ class ClusterSnapshot:
     def fill_image_states(self) -> None:
         """Per node: image name -> (size on that node, number of nodes having it)."""
         self._images_filled = True
-        sizes = [image_sizes(info) for info in self.nodes]
+        sizes = [info.image_sizes for info in self.nodes]
         count = Counter(name for per_node in sizes for name in per_node)
         for info, per_node in zip(self.nodes, sizes, strict=True):
-            info.image_states = {
-                name: ImageStateSummary(size, count[name]) for name, size in per_node.items()
-            }
+            info.image_states = (
+                {name: ImageStateSummary(size, count[name]) for name, size in per_node.items()}
+                if per_node
+                else {}
+            )
 
 
 BindFn = Callable[[PodInfo, str], Awaitable[Status]]

@@ -215,6 +215,18 @@ def allocatable_of(raw_node: dict[str, Any]) -> dict[str, int]:
     }
 
 
+LABEL_REGION = "topology.kubernetes.io/region"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+
+
+def zone_key(labels: dict[str, str]) -> str:
+    """utilnode.GetZoneKey: region and zone, '' when the node has neither."""
+    region, zone = labels.get(LABEL_REGION, ""), labels.get(LABEL_ZONE, "")
+    if not region and not zone:
+        return ""
+    return f"{region}:\x00:{zone}"
+
+
 @dataclass
 class NodeInfo:
     name: str
@@ -233,6 +245,9 @@ class NodeInfo:
     # the pods, so that indexes of such nodes need not walk them on every change.
     affinity_pods: int = 0
     anti_affinity_pods: int = 0
+    # What a rebuild of the snapshot reads of every node, memoized per node object.
+    _zone: tuple[object, str] | None = field(default=None, repr=False)
+    _image_sizes: tuple[object, dict[str, int]] | None = field(default=None, repr=False)
 
     def set_node(self, raw_node: dict[str, Any] | None) -> None:
         self.raw_node = raw_node
@@ -245,6 +260,23 @@ class NodeInfo:
         if self._node is None:
             self._node = Node.model_validate(self.raw_node or {"metadata": {"name": self.name}})
         return self._node
+
+    @property
+    def zone(self) -> str:
+        """utilnode.GetZoneKey of the node: region and zone, '' when it has neither."""
+        if self._zone is None or self._zone[0] is not self.raw_node:
+            self._zone = (self.raw_node, zone_key(self.labels))
+        return self._zone[1]
+
+    @property
+    def image_sizes(self) -> dict[str, int]:
+        """Image name -> size on the node (read-only: shared between copies)."""
+        if self._image_sizes is None or self._image_sizes[0] is not self.raw_node:
+            sizes = {
+                name: image.size_bytes for image in self.node.status.images for name in image.names
+            }
+            self._image_sizes = (self.raw_node, sizes)
+        return self._image_sizes[1]
 
     @property
     def num_pods(self) -> int:
@@ -281,7 +313,7 @@ class NodeInfo:
             dict(self.pods),
             self.image_states,
         )
-        copy._node = self._node
+        copy._node, copy._zone, copy._image_sizes = self._node, self._zone, self._image_sizes
         copy.affinity_pods, copy.anti_affinity_pods = self.affinity_pods, self.anti_affinity_pods
         return copy
 

@@ -40,3 +40,19 @@ def test_zone_key_includes_the_region() -> None:
     labels = {"topology.kubernetes.io/zone": "z", "topology.kubernetes.io/region": "r"}
     assert zone_key(labels) == "r:\x00:z"
     assert node_tree_order([info("n", "z", "r1"), info("m", "z", "r0")])[0].name == "m"
+
+
+def test_a_nodes_zone_and_image_sizes_follow_a_new_node_object() -> None:
+    """Both are memoized per node object (a snapshot rebuild reads them for every node);
+    a new object is read again, and a copy shares what was read."""
+    node = info("n", "a")
+    raw = make_node("n", zone="b")
+    raw["status"]["images"] = [{"names": ["img:1", "img:latest"], "sizeBytes": 5}]
+    assert (node.zone, node.image_sizes) == (":\x00:a", {})
+    node.set_node(raw)
+    assert (node.zone, node.image_sizes) == (":\x00:b", {"img:1": 5, "img:latest": 5})
+    copy = node.clone()
+    assert copy.image_sizes is node.image_sizes
+    copy.set_node(make_node("n", zone="c"))
+    assert (copy.zone, copy.image_sizes) == (":\x00:c", {})
+    assert node.zone == ":\x00:b"
