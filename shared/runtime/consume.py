@@ -23,6 +23,7 @@ log = logging.getLogger("ksched.consume")
 IDLE_WAIT = 1.0  # how long an open pull request lasts at the server
 REPLY_WAIT = 1.0  # how long to wait for the server's answer to a no-wait request
 GRACE = 0.1  # past an open request's expiry, before its end is assumed (status lost)
+REFUSED_PAUSE = 0.1  # before the next request, after the server refused one
 
 # JetStream pull statuses: the request expired; it was refused or cut (e.g. the consumer
 # was deleted); an idle heartbeat. A no-wait request also ends with 404 (no messages).
@@ -53,11 +54,15 @@ class PullFeed:
         self.batch = batch
         self._open_until = 0.0  # when the open request expires at the server
         self._credit = 0  # messages it may still deliver (counted down, conservatively)
+        self._refused = False  # the server refused or cut a request (409)
 
     async def next_batch(self) -> list[Msg]:
         msgs = self._take_queued()
         if msgs:
             return msgs
+        if self._refused:  # e.g. 409 Exceeded MaxWaiting: ask again, but not at once
+            self._refused = False
+            await asyncio.sleep(REFUSED_PAUSE)
         if not self._open():
             msgs = await self._ready()
             if msgs:
@@ -89,6 +94,7 @@ class PullFeed:
             return None
         if status in (_TIMEOUT, _CONFLICT):
             self._ended()
+            self._refused = status == _CONFLICT
         return status
 
     async def _request(self, body: dict[str, object]) -> None:

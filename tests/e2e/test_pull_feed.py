@@ -12,6 +12,7 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig
 
 from shared.devstack import Server, start_nats
 from shared.runtime import consume
@@ -94,3 +95,32 @@ async def test_a_request_that_ends_empty_hands_nothing_over_and_the_next_one_wor
     await js.publish(SUBJECT, b"7")
     await asyncio.wait_for(consumer, 10)
     assert handled == [[7]]
+
+
+async def test_a_refused_request_is_not_repeated_in_a_busy_loop(
+    js: JetStreamContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consumer that takes one waiting request: a second feed's requests are refused
+    at once (409 Exceeded MaxWaiting), and it pauses between them instead of spinning."""
+    monkeypatch.setattr(consume, "IDLE_WAIT", 30.0)  # the first feed's request outlasts the test
+    config = ConsumerConfig(max_waiting=1)
+    first = await js.pull_subscribe(SUBJECT, durable="c", stream=STREAM, config=config)
+    waiting = asyncio.create_task(PullFeed(first, 10).next_batch())
+    await asyncio.sleep(0.2)  # its request is the one that waits
+    second = PullFeed(await js.pull_subscribe_bind("c", stream=STREAM), 10)
+    sent = 0
+    request = second._request
+
+    async def counted(body: dict[str, object]) -> None:
+        nonlocal sent
+        sent += 1
+        await request(body)
+
+    second._request = counted  # type: ignore[method-assign]
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 1.0
+    while loop.time() < end:
+        assert await asyncio.wait_for(second.next_batch(), 5) == []
+    assert sent <= 30, sent
+    await js.publish(SUBJECT, b"3")  # the first feed is unaffected
+    assert numbers(await asyncio.wait_for(waiting, 5)) == [3]
