@@ -49,15 +49,6 @@ MAX_POP = 1000
 MAX_POP_WAIT_MS = 30_000
 
 
-def pop_share(limit: int, ready: int, others_waiting: int) -> int:
-    """How many of the `ready` pods one pop takes when `others_waiting` pops (idle worker
-    lanes) wait too: an even share, so that a burst is scheduled by several lanes at
-    once rather than by one while the others idle. Alone, it takes up to `limit`."""
-    if not others_waiting:
-        return limit
-    return max(1, min(limit, -(-ready // (others_waiting + 1))))
-
-
 def queue_settings(rt: Runtime) -> dict[str, float]:
     return {
         "initial_backoff": rt.config.pod_initial_backoff_seconds,
@@ -90,7 +81,6 @@ class QueueService:
         # events come from the watcher's leader only: a deposed one's are refused
         self.watcher_epoch = EpochFloor(rt.redis, "watcher")
         self._wake = asyncio.Event()
-        self._waiting = 0  # pop requests waiting for pods (idle worker lanes)
         reg = rt.registry
         self.pending = Gauge(
             "scheduler_pending_pods", "Pending pods by sub-queue", ["queue"], registry=reg
@@ -186,19 +176,15 @@ class QueueService:
         wait = max(0, min(int(body.get("wait_ms", 0)), MAX_POP_WAIT_MS)) / 1000
         deadline = time.monotonic() + wait
         while True:
-            popped = self.q.pop(pop_share(limit, self.q.active_len(), self._waiting))
+            popped = self.q.pop(limit)
             if popped:
                 await self.flusher.flush()
                 return self._pop_reply(popped)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.stopping.is_set():
                 return self._pop_reply([])
-            self._waiting += 1
-            try:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), remaining)
-            finally:
-                self._waiting -= 1
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), remaining)
 
     def _pop_reply(self, popped: list[QueuedPodInfo]) -> dict[str, Any]:
         return {"pods": [_wire(p) for p in popped], "nominated_version": self.q.nominator.version}

@@ -699,13 +699,3 @@ def test_many_pods_pop_in_order_and_heaps_stay_compact(clock: FakeClock) -> None
     assert order == sorted(order)
     assert [p.cycle for p in popped] == list(range(1, live + 1))
     assert q.counts()["inflight"] == live
-
-
-def test_a_pop_takes_an_even_share_when_other_lanes_wait() -> None:
-    from services.queue.service import pop_share
-
-    assert pop_share(64, 10, 0) == 64  # alone: as many as asked (the queue has 10)
-    assert pop_share(64, 10, 1) == 5
-    assert pop_share(64, 10, 3) == 3  # ceil(10 / 4): the last lane gets the rest
-    assert pop_share(4, 100, 1) == 4  # never more than asked
-    assert pop_share(64, 1, 3) == 1  # never nothing while a pod is ready
