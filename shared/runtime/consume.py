@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.api import Header
 
 log = logging.getLogger("ksched.consume")
 
@@ -78,16 +79,17 @@ class PullFeed:
     def _ended(self) -> None:
         self._open_until, self._credit = 0.0, 0
 
-    def _take_queued(self) -> list[Msg]:
-        msgs: list[Msg] = []
+    def _take_queued(self, msgs: list[Msg] | None = None) -> list[Msg]:
+        """`msgs` topped up from the queue, to at most a batch."""
+        msgs = [] if msgs is None else msgs
         while len(msgs) < self.batch and not self._queue.empty():
             self._keep(self._queue.get_nowait(), msgs)
         return msgs
 
     def _keep(self, msg: Msg, msgs: list[Msg]) -> str | None:
-        """Add a message to `msgs`, or return its status (a status ends a request)."""
+        """Add a message to `msgs`, or return its status (408 and 409 end the request)."""
         self._psub._sub._pending_size -= len(msg.data)
-        status = msg.headers.get("Status") if msg.headers else None
+        status = msg.headers.get(Header.STATUS) if msg.headers else None
         if status is None:
             msgs.append(msg)
             self._credit -= 1
@@ -124,7 +126,7 @@ class PullFeed:
                 return []
             if self._keep(msg, msgs) in (_TIMEOUT, _CONFLICT):
                 return []
-        return msgs + self._take_queued()
+        return self._take_queued(msgs)
 
     async def _get(self, timeout: float) -> Msg | None:
         if timeout <= 0:
