@@ -360,11 +360,12 @@ class Worker:
         holds it (WaitOnPermit) with its resources assumed."""
         allowed: list[Attempt] = []
         rejected: list[tuple[Attempt, Exception]] = []
+        uncommitted = self.snapshot.uncommitted()
         for a in committed:
             if not a.framework.permits:  # the default profile: nothing to run
                 allowed.append(a)
                 continue
-            self._permit_view(a)
+            self._permit_view(a, uncommitted)
             status, waits = a.framework.run_permit_plugins(a.state, a.pod, a.node)
             if status.ok or status.code == Code.WAIT:
                 a.waits = waits
@@ -384,17 +385,18 @@ class Worker:
         if not waiting:
             return
         await self.snapshot.refresh()
+        uncommitted = self.snapshot.uncommitted()
         for a in waiting:
-            self._permit_view(a)
+            self._permit_view(a, uncommitted)
             a.framework.run_permit_plugins(a.state, a.pod, a.node)
         await self._send_permit_signals()
 
-    def _permit_view(self, a: Attempt) -> None:
+    def _permit_view(self, a: Attempt, uncommitted: frozenset[str]) -> None:
         """Permit reads what the cache holds: the snapshot, less the other lanes'
         assumptions whose commit is still out (one may be refused, and a gang counted
         with it would be allowed short of minMember)."""
         a.framework.set_snapshot(self.snapshot.cluster())
-        a.framework.handle.uncommitted = self.snapshot.uncommitted()
+        a.framework.handle.uncommitted = uncommitted
 
     async def _send_permit_signals(self) -> None:
         """Allows and rejects of waiting pods raised by Permit and Unreserve, to the
