@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 
 from shared.client import PodTracker
-from shared.devstack import LocalStack, Server, running, start_redis
+from shared.devstack import LocalStack, Server, running, start_nats, start_redis
 
 # A standby takes over about 3 s after its leader died (kube's defaults: 15 s).
 SHORT_ELECTION = {
@@ -53,6 +53,14 @@ async def tracker(nc: NATS) -> PodTracker:
     t = PodTracker()
     await t.start(nc)
     return t
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[Server]:
+    """A nats-server (JetStream) alone, without the services."""
+    server = start_nats(tmp_path)
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from shared.framework.types import LABEL_REGION, LABEL_ZONE, NodeInfo, zone_key
 
 __all__ = ["LABEL_REGION", "LABEL_ZONE", "node_tree_order", "zone_key"]
 
+
 def node_tree_order(infos: Iterable[NodeInfo]) -> list[NodeInfo]:
     """Round-robin over zones: the first node of each zone, then the second, ..."""
     zones: dict[str, list[NodeInfo]] = {}

@@ -4,8 +4,7 @@ in stream order, and an open request that ends empty hands nothing over."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import nats
 import pytest
@@ -14,20 +13,13 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
-from shared.devstack import Server, start_nats
+from shared.devstack import Server
 from shared.runtime import consume
 from shared.runtime.consume import PullFeed, consume_batches
 
 pytestmark = pytest.mark.e2e
 
 STREAM, SUBJECT = "FEED", "feed.x"
-
-
-@pytest.fixture
-def nats_server(tmp_path: Path) -> Iterator[Server]:
-    server = start_nats(tmp_path)
-    yield server
-    server.stop()
 
 
 @pytest.fixture
