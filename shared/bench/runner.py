@@ -257,6 +257,7 @@ async def run_workload(
     *,
     timeout: float,
     paced_pods: int = 0,
+    paced_rate: float | None = None,
     progress: Callable[[str], None] = print,
 ) -> BenchResult:
     driver = Driver(stack, workload, size, timeout)
@@ -277,7 +278,8 @@ async def run_workload(
         else:
             await _wait_decided(driver.tracker, init_keys, timeout)
         progress(f"    {len(init)} init pods placed; publishing {size.measured_pods} measured pods")
-        return await _measure(driver, js, redis, variant, paced_pods, progress)
+        paced = (paced_pods, paced_rate)
+        return await _measure(driver, js, redis, variant, paced, progress)
     finally:
         await redis.aclose()
         await nc.close()
@@ -288,7 +290,7 @@ async def _measure(
     js: JetStreamContext,
     redis: aioredis.Redis,
     variant: str,
-    paced_pods: int,
+    paced_spec: tuple[int, float | None],
     progress: Callable[[str], None],
 ) -> BenchResult:
     workload, size, stack = driver.workload, driver.size, driver.stack
@@ -318,10 +320,11 @@ async def _measure(
             counters0
         )
         paced = {}
+        paced_pods, paced_rate = paced_spec
         if paced_pods:
             # runs under 2 s have no samples: then the plain rate over the run
             rate = collector.summary().get("Average") or len(keys_) / max(seconds, 1e-3)
-            paced = await _paced_phase(driver, js, redis, rate / 2, paced_pods)
+            paced = await _paced_phase(driver, js, redis, paced_rate or rate / 2, paced_pods)
             progress(
                 f"    paced {paced['pods']:.0f} pods at {paced['rate']:.0f}/s: latency p50 "
                 f"{paced['p50']:.1f} ms p99 {paced['p99']:.1f} ms"
@@ -338,7 +341,7 @@ async def _paced_phase(
     rate: float,
     pods: int,
 ) -> dict[str, float]:
-    """More pods at `rate` (half the measured one): latency when not saturated."""
+    """More pods at `rate` (by default half the measured one): latency when not saturated."""
     extra = driver.workload.measured_objects(Size(0, 0, pods), prefix="paced")
     keys_ = [pod_key(p) for p in extra]
     driver.pods.update(zip(keys_, extra, strict=True))
