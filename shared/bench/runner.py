@@ -278,8 +278,7 @@ async def run_workload(
         else:
             await _wait_decided(driver.tracker, init_keys, timeout)
         progress(f"    {len(init)} init pods placed; publishing {size.measured_pods} measured pods")
-        paced = (paced_pods, paced_rate)
-        return await _measure(driver, js, redis, variant, paced, progress)
+        return await _measure(driver, js, redis, variant, paced_pods, paced_rate, progress)
     finally:
         await redis.aclose()
         await nc.close()
@@ -290,7 +289,8 @@ async def _measure(
     js: JetStreamContext,
     redis: aioredis.Redis,
     variant: str,
-    paced_spec: tuple[int, float | None],
+    paced_pods: int,
+    paced_rate: float | None,
     progress: Callable[[str], None],
 ) -> BenchResult:
     workload, size, stack = driver.workload, driver.size, driver.stack
@@ -320,7 +320,6 @@ async def _measure(
             counters0
         )
         paced = {}
-        paced_pods, paced_rate = paced_spec
         if paced_pods:
             # runs under 2 s have no samples: then the plain rate over the run
             rate = collector.summary().get("Average") or len(keys_) / max(seconds, 1e-3)
