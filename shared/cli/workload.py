@@ -5,11 +5,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from shared.framework.types import LABEL_ZONE
 from shared.podgroups import MIN_AVAILABLE_ANNOTATION, POD_GROUP_LABEL
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
+ZONE = LABEL_ZONE
 
 
 def make_node(

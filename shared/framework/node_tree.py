@@ -14,9 +14,7 @@ from collections.abc import Iterable
 from itertools import zip_longest
 from operator import attrgetter
 
-from shared.framework.types import LABEL_REGION, LABEL_ZONE, NodeInfo, zone_key
-
-__all__ = ["LABEL_REGION", "LABEL_ZONE", "node_tree_order", "zone_key"]
+from shared.framework.types import NodeInfo
 
 
 def node_tree_order(infos: Iterable[NodeInfo]) -> list[NodeInfo]:

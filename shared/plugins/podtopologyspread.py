@@ -46,7 +46,7 @@ from shared.framework.normalize import go_round
 from shared.framework.selectors import label_selector_matches
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
-from shared.framework.types import NodeInfo, PodInfo
+from shared.framework.types import LABEL_ZONE, NodeInfo, PodInfo
 from shared.plugins.args import arg_error, reject_unknown
 from shared.plugins.nodeaffinity import required_node_affinity, required_node_affinity_matches
 from shared.plugins.tainttoleration import tolerates_hard_taints
@@ -55,7 +55,6 @@ NAME = "PodTopologySpread"
 ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
 ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
-LABEL_ZONE = "topology.kubernetes.io/zone"
 DO_NOT_SCHEDULE: Final = "DoNotSchedule"
 SCHEDULE_ANYWAY: Final = "ScheduleAnyway"
 SYSTEM_DEFAULTING = "System"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from shared.cli.workload import make_node
-from shared.framework.node_tree import node_tree_order, zone_key
-from shared.framework.types import NodeInfo
+from shared.framework.node_tree import node_tree_order
+from shared.framework.types import NodeInfo, zone_key
 
 
 def info(name: str, zone: str | None, region: str | None = None) -> NodeInfo:
