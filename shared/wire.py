@@ -8,8 +8,8 @@ to public subjects are JSON so that any client can read them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -19,6 +19,12 @@ from shared.subjects import CONTENT_TYPE_HEADER, MSGPACK_CONTENT_TYPE
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 MAX_NESTING = 64
 
+# nats-server counts headers into its max_payload (nats-py checks the body alone): what
+# ksched sends leaves this much room for its headers (message ids, error reasons).
+HEADER_ROOM = 8 * 1024
+# The largest array header msgpack writes (0xdd + 4 bytes).
+_ARRAY_HEADER_MAX = 5
+
 
 class DecodeError(ValueError):
     """A payload that cannot be decoded; the message says why."""
@@ -26,6 +32,55 @@ class DecodeError(ValueError):
 
 def pack(obj: Any) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
+
+
+class TooLarge(ValueError):
+    """One item is larger than any message may be."""
+
+
+class Chunk(NamedTuple):
+    data: bytes
+    items: int  # how many of the items it carries, in order after the previous chunk's
+
+
+def body_limit(max_payload: int) -> int:
+    """The largest body ksched sends on a connection whose server allows `max_payload`."""
+    return max_payload - HEADER_ROOM
+
+
+def pack_chunks(
+    items: Iterable[bytes], field: str, limit: int, head: Mapping[str, Any] | None = None
+) -> list[Chunk]:
+    """Messages `{**head, field: [item, ...]}`, each at most `limit` bytes, from items
+    packed one by one (`pack`), in order. Every internal batch goes through here, so
+    that no burst of large objects makes a message the server refuses; an item that
+    alone exceeds the limit raises TooLarge (the door should have refused it)."""
+    head = head or {}
+    packer = msgpack.Packer(use_bin_type=True)
+    prefix = packer.pack_map_header(len(head) + 1) + b"".join(
+        pack(k) + pack(v) for k, v in head.items()
+    )
+    prefix += pack(field)
+    room = limit - len(prefix) - _ARRAY_HEADER_MAX
+    chunks: list[Chunk] = []
+    current: list[bytes] = []
+    size = 0
+
+    def close() -> None:
+        data = prefix + packer.pack_array_header(len(current)) + b"".join(current)
+        chunks.append(Chunk(data, len(current)))
+
+    for item in items:
+        if len(item) > room:
+            raise TooLarge(f"an item of {len(item)} bytes exceeds the {limit}-byte message limit")
+        if current and size + len(item) > room:
+            close()
+            current, size = [], 0
+        current.append(item)
+        size += len(item)
+    if current or not chunks:
+        close()
+    return chunks
 
 
 def unpack(data: bytes | str) -> Any:

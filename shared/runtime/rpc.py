@@ -5,17 +5,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from shared.wire import DecodeError, pack, unpack
+from shared.wire import Chunk, DecodeError, body_limit, pack, pack_chunks, unpack
 
 log = logging.getLogger("ksched.rpc")
 
 Handler = Callable[[Any], Awaitable[Any]]
+T = TypeVar("T")
 
 
 class RemoteError(RuntimeError):
@@ -58,8 +59,50 @@ async def serve(
 
 
 async def request(nc: NATS, subject: str, payload: Any, timeout: float = 5.0) -> Any:
-    msg = await nc.request(subject, pack(payload), timeout=timeout)
+    return await request_packed(nc, subject, pack(payload), timeout)
+
+
+async def request_packed(nc: NATS, subject: str, data: bytes, timeout: float = 5.0) -> Any:
+    msg = await nc.request(subject, data, timeout=timeout)
     reply = unpack(msg.data)
     if isinstance(reply, dict) and "error" in reply and len(reply) == 1:
         raise RemoteError(f"{subject}: {reply['error']}")
     return reply
+
+
+def chunks_for(
+    nc: NATS, items: list[Any], field: str, head: dict[str, Any] | None = None
+) -> list[Chunk]:
+    """`{**head, field: items}` as messages that fit this connection's server."""
+    return pack_chunks((pack(i) for i in items), field, body_limit(nc.max_payload), head)
+
+
+async def request_all(
+    nc: NATS,
+    subject: str,
+    items: list[Any],
+    field: str,
+    head: dict[str, Any] | None = None,
+    timeout: float = 5.0,
+) -> list[Any]:
+    """Send `{**head, field: items}` in as many requests as the server's max payload
+    needs, one after another (the receiver applies them in order); the replies, in
+    order. A failed request raises: the caller retries the whole (receivers apply
+    batches idempotently)."""
+    chunks = chunks_for(nc, items, field, head)
+    return [await request_packed(nc, subject, c.data, timeout) for c in chunks]
+
+
+def apply_each(items: list[Any], apply: Callable[[Any], T]) -> tuple[list[T], list[list[Any]]]:
+    """Apply a batch's items one by one: the results of those that went through, and
+    [index, reason] for each that raised. One poison item so never fails the batch
+    around it, which its sender would otherwise re-send forever."""
+    results: list[T] = []
+    failed: list[list[Any]] = []
+    for index, item in enumerate(items):
+        try:
+            results.append(apply(item))
+        except Exception as err:
+            log.exception("item %d of a batch failed", index)
+            failed.append([index, f"{type(err).__name__}: {err}"])
+    return results, failed
