@@ -8,7 +8,9 @@ from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict
 
 # --- watcher -> queue (QUEUE_EVENTS) ------------------------------------------
-# {"events": [QueueEvent, ...]}
+# {"events": [QueueEvent, ...], "epoch"} -> {"applied": n, "failed": [[index, reason]]}
+# (QUEUE_EVENTS and CACHE_EVENTS alike: an event that failed is named, the rest applied).
+# Every internal batch is split to fit the server's max payload (wire.pack_chunks).
 QueueOp = Literal["upsert", "delete", "assigned", "move"]
 
 
@@ -18,6 +20,7 @@ class QueueEvent(TypedDict, total=False):
     uid: str
     seq: int
     pod: dict[str, Any]  # raw pod, for upsert
+    size: int  # for upsert: the pod's size as published, in bytes (pop replies are sized)
     # For move: the cluster event (kube's ClusterEvent, e.g. Node/UpdateNodeLabel,
     # AssignedPod/Add) and its objects, which queueing hints read. old is absent for
     # an Add, new for a Delete. A move may instead carry only `event`, a label such as

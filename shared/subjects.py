@@ -138,6 +138,9 @@ STREAMS: tuple[StreamSpec, ...] = (
 
 # Headers
 ERROR_HEADER = "Ksched-Error"
+# On an error republished cut short (it did not fit beside the reason): its original size.
+TRUNCATED_HEADER = "Ksched-Truncated-From"
 CONTENT_TYPE_HEADER = "Content-Type"
 MSGPACK_CONTENT_TYPE = "application/msgpack"
 EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+MSG_ID_HEADER = "Nats-Msg-Id"  # JetStream drops a repeat within the duplicate window

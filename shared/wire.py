@@ -54,7 +54,8 @@ def pack_chunks(
     """Messages `{**head, field: [item, ...]}`, each at most `limit` bytes, from items
     packed one by one (`pack`), in order. Every internal batch goes through here, so
     that no burst of large objects makes a message the server refuses; an item that
-    alone exceeds the limit raises TooLarge (the door should have refused it)."""
+    alone exceeds the limit raises TooLarge (the door should have refused it). No items,
+    no messages."""
     head = head or {}
     packer = msgpack.Packer(use_bin_type=True)
     prefix = packer.pack_map_header(len(head) + 1) + b"".join(
@@ -78,7 +79,7 @@ def pack_chunks(
             current, size = [], 0
         current.append(item)
         size += len(item)
-    if current or not chunks:
+    if current:
         close()
     return chunks
 

@@ -45,7 +45,7 @@ from shared.runtime.consume import consume_batches
 from shared.runtime.failures import record_failure
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
-from shared.runtime.rpc import request
+from shared.runtime.rpc import request, request_all
 from shared.runtime.service import Runtime
 from shared.subjects import (
     BIND_DEAD_LETTER,
@@ -56,6 +56,7 @@ from shared.subjects import (
     CACHE_PERMIT,
     CLUSTER_STREAM,
     ERROR_HEADER,
+    MSG_ID_HEADER,
     PERMIT_VERDICTS,
     QUEUE_REPORT,
     pod_subject,
@@ -313,8 +314,11 @@ class Binder:
 
     async def _requeue(self, reports: list[Report]) -> None:
         # Forgetting an assumption frees room: pods waiting for it get another look.
-        body = {"reports": reports, "move": event_label(EVENT_ASSIGNED_POD_DELETE)}
-        await retry_forever("report to queue", lambda: request(self.rt.nc, QUEUE_REPORT, body))
+        head = {"move": event_label(EVENT_ASSIGNED_POD_DELETE)}
+        await retry_forever(
+            "report to queue",
+            lambda: request_all(self.rt.nc, QUEUE_REPORT, reports, "reports", head),
+        )
 
     async def _send_permit_signals(self) -> None:
         """Signals Unreserve raised (Coscheduling rejecting a gang), for every binder."""
@@ -328,7 +332,8 @@ class Binder:
     async def _scheduled_event(self, req: BindRequest) -> None:
         message = scheduled_message(req["pod"], req["node"])
         event = make_event(req["pod"], EVENT_SCHEDULED, message, warning=False, action="Binding")
-        await publish_event(self.rt.nc, event)
+        # One Scheduled per binding, however often its request is delivered.
+        await publish_event(self.rt.nc, event, once_as=f"{req['uid']}@{req['seq']}/Scheduled")
 
     # --- dead letters -------------------------------------------------------------
 
@@ -394,7 +399,7 @@ def _num_delivered(msg: Msg) -> int:
 
 def _attempt_of(msg: Msg) -> tuple[str, int] | None:
     """(pod key, cycle) from the message id the worker sets ("<key>@<cycle>")."""
-    msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
+    msg_id = (msg.headers or {}).get(MSG_ID_HEADER, "")
     key, sep, cycle = msg_id.rpartition("@")
     if not sep or not key or not cycle.isdigit():
         return None

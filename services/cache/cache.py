@@ -235,6 +235,10 @@ class Cache:
         current = self.pods.get(pod.key)
         if current is not None and current.state == ADDED:
             return AssumeResult(False, _conflict("pod is already bound"))
+        if current is not None and seq < current.seq:
+            # An attempt at an older version than the one assumed: one whose lease lapsed
+            # and was fenced (its bind can only fail), woken late.
+            return AssumeResult(False, _conflict("a newer attempt holds the pod"))
         if current is not None:  # a stale assumption from an earlier attempt
             self._remove(current)
         info = self.nodes.get(node_name)

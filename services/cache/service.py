@@ -28,7 +28,7 @@ from shared.podgroups import PodGroups
 from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
 from shared.runtime.retry import retry_forever
-from shared.runtime.rpc import serve
+from shared.runtime.rpc import apply_each, serve
 from shared.runtime.service import Runtime
 from shared.subjects import (
     CACHE_ASSUME,
@@ -121,9 +121,9 @@ class CacheService:
         if not await self.watcher_epoch.admit(body.get("epoch", 0)):
             return {"error": f"stale watcher epoch {body.get('epoch')!r}"}
         events: list[CacheEvent] = body["events"]
-        freed = sum(self._apply(ev) for ev in events)
+        applied, failed = apply_each(events, self._apply)
         await self.flusher.flush()
-        return {"applied": len(events), "freed": freed}
+        return {"applied": len(applied), "freed": sum(applied), "failed": failed}
 
     def _apply(self, ev: CacheEvent) -> bool:
         """Apply one event; True when it freed room that a pending pod may use."""

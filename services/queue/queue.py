@@ -315,14 +315,17 @@ class SchedulingQueue:
 
     # --- scheduling cycle -------------------------------------------------------
 
-    def pop(self, n: int) -> list[QueuedPodInfo]:
-        """Up to n pods from activeQ in PrioritySort order, now inflight.
+    def pop(self, n: int, fits: PreCheck | None = None) -> list[QueuedPodInfo]:
+        """Up to n pods from activeQ in PrioritySort order, now inflight; after the first,
+        only while `fits` admits the next (the reply's size budget).
 
         Returns the queue's own objects, not copies: callers must only read them.
         """
         now = self._clock()
         popped: list[QueuedPodInfo] = []
         while len(popped) < n and (qpi := self._peek(ACTIVE)) is not None:
+            if fits is not None and not fits(qpi) and popped:
+                break
             self.scheduling_cycle += 1
             qpi.cycle = self.scheduling_cycle
             qpi.attempts += 1
@@ -488,33 +491,58 @@ class SchedulingQueue:
         return self._move_pods(ObservedEvent(EVENT_UNSCHEDULABLE_TIMEOUT), stale, None)
 
     def expire_leases(self) -> list[QueuedPodInfo]:
-        """Inflight and binding pods whose worker or binder vanished go back to activeQ."""
+        """Inflight and binding pods whose worker or binder vanished (or froze): their
+        attempts lapsed. They stay where they are until the service has fenced each
+        lapsed attempt (`requeue_lapsed`): a frozen binder thawing later must find its
+        bind refused, so the pod may not be scheduled again before that. Should the
+        fence never complete (the service died), the lease lapses again."""
         now = self._clock()
         expired: list[QueuedPodInfo] = []
         while (qpi := self._peek(_LEASE)) is not None and qpi.lease_deadline < now:
-            qpi.timestamp = now
-            qpi.lease_deadline = 0.0
-            self._inflight.done(qpi.key)
-            self._place(qpi, ACTIVE, LEASE_EXPIRED)
+            qpi.lease_deadline = now + self.inflight_lease
+            self._place(qpi, qpi.where)
             expired.append(qpi)
         return expired
+
+    def requeue_lapsed(self, key: str, cycle: int, seq: int | None) -> bool:
+        """The lapsed attempt `cycle` was fenced (the pod's subject is now at `seq`, past
+        anything the attempt could bind): back to activeQ, keeping its turn. False when
+        the attempt was resolved meanwhile (reported, re-popped, or the pod is gone)."""
+        qpi = self._pods.get(key)
+        if qpi is None or qpi.where not in (INFLIGHT, BINDING) or qpi.cycle != cycle:
+            return False
+        if seq is not None and seq > qpi.seq:
+            qpi.seq = seq
+        qpi.lease_deadline = 0.0
+        self._inflight.done(key)
+        self._place(qpi, ACTIVE, LEASE_EXPIRED)
+        return True
+
+    def extend_lapsed(self, key: str, cycle: int) -> None:
+        """The lapsed attempt's pod was bound or deleted meanwhile: wait (a binding lease
+        more) for the watcher to deliver that."""
+        qpi = self._pods.get(key)
+        if qpi is not None and qpi.where in (INFLIGHT, BINDING) and qpi.cycle == cycle:
+            qpi.lease_deadline = self._clock() + self.binding_lease
+            self._place(qpi, qpi.where)
 
     # --- persistence ------------------------------------------------------------
 
     def restore(self, records: Iterable[dict[str, Any]]) -> None:
         """Rebuild from persisted records, replacing the current content.
 
-        Inflight pods go back to activeQ (their original timestamp keeps their turn): the
-        worker's report, if it ever comes, is stale. Binding pods keep their lease, since
-        the binder may still report; every other pod keeps its place. In-flight events
-        are not persisted: a binding pod that fails later is retried after backoff.
+        Inflight pods' leases lapse at once (the worker may still be at work on them, so
+        they are fenced before they go back to activeQ, where their original timestamp
+        keeps their turn). Binding pods keep their lease, since the binder may still
+        report; every other pod keeps its place. In-flight events are not persisted: a
+        binding pod that fails later is retried after backoff.
         """
         self._reset()
         for rec in records:
             qpi = QueuedPodInfo.from_record(rec)
             where = qpi.where if qpi.where in WHERES else ACTIVE
             if where == INFLIGHT:
-                where, qpi.lease_deadline = ACTIVE, 0.0
+                qpi.lease_deadline = 0.0
             self._remove(qpi.key)
             self._pods[qpi.key] = qpi
             self._place(qpi, where)

@@ -18,8 +18,10 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
+from services.queue.fence import Lapsed, Outcome, fence, lapse_message
 from services.queue.hints import QueueingHints, hints_from_config, queue_sort_key
 from services.queue.inspect import start_inspection, stats_reply
+from services.queue.podinfo import BINDING
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from shared import keys
 from shared.framework.events import action_type, event_from_label
@@ -28,16 +30,17 @@ from shared.messages import NominatedPod, QueuedPod, QueueEvent, Report
 from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
 from shared.runtime.retry import retry_forever
-from shared.runtime.rpc import serve
+from shared.runtime.rpc import apply_each, request, serve
 from shared.runtime.service import Runtime
 from shared.subjects import (
+    CACHE_BINDING,
     QUEUE_EVENTS,
     QUEUE_GROUP,
     QUEUE_NOMINATED,
     QUEUE_POP,
     QUEUE_REPORT,
 )
-from shared.wire import pack, unpack
+from shared.wire import body_limit, pack, unpack
 
 log = logging.getLogger("ksched.queue")
 
@@ -54,6 +57,7 @@ def queue_settings(rt: Runtime) -> dict[str, float]:
         "initial_backoff": rt.config.pod_initial_backoff_seconds,
         "max_backoff": rt.config.pod_max_backoff_seconds,
         "inflight_lease": float(os.environ.get("KSCHED_QUEUE_LEASE_SECONDS", "15")),
+        "binding_lease": float(os.environ.get("KSCHED_QUEUE_BINDING_LEASE_SECONDS", "120")),
     }
 
 
@@ -81,6 +85,9 @@ class QueueService:
         # events come from the watcher's leader only: a deposed one's are refused
         self.watcher_epoch = EpochFloor(rt.redis, "watcher")
         self._wake = asyncio.Event()
+        # Lapsed attempts waiting for their fence, and the task fencing a batch of them.
+        self._lapsed: dict[str, Lapsed] = {}
+        self._fencing: asyncio.Task[None] | None = None
         reg = rt.registry
         self.pending = Gauge(
             "scheduler_pending_pods", "Pending pods by sub-queue", ["queue"], registry=reg
@@ -131,15 +138,44 @@ class QueueService:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), TICK_SECONDS)
             self.q.flush_backoff_completed()
-            for qpi in self.q.expire_leases():
-                self.lease_expired.inc()
-                log.warning("lease expired, pod back to activeQ", extra={"pod": qpi.key})
+            self._fence_lapsed(self.q.expire_leases())
             if time.monotonic() - last_leftover_flush >= UNSCHEDULABLE_FLUSH_SECONDS:
                 self.q.flush_unschedulable_leftover()
                 last_leftover_flush = time.monotonic()
             self._notify()
             if self.q.dirty:
                 await self.flusher.flush_quietly(log)
+
+    def _fence_lapsed(self, lapsed: list[QueuedPodInfo]) -> None:
+        """Lapsed attempts are fenced off the event loop's tick, one batch at a time."""
+        for qpi in lapsed:
+            self.lease_expired.inc()
+            log.warning("lease lapsed, fencing the attempt", extra={"pod": qpi.key})
+            self._lapsed[qpi.key] = Lapsed.of(qpi, binding=qpi.where == BINDING)
+        if self._lapsed and (self._fencing is None or self._fencing.done()):
+            batch, self._lapsed = list(self._lapsed.values()), {}
+            self._fencing = asyncio.create_task(self._fence(batch))
+
+    async def _fence(self, batch: list[Lapsed]) -> None:
+        def message(lapsed: Lapsed) -> str:
+            lease = self.q.binding_lease if lapsed.binding else self.q.inflight_lease
+            return lapse_message(lapsed, lease)
+
+        fences = await asyncio.gather(*(fence(self.rt.js, a, message(a)) for a in batch))
+        fenced = [f for f in fences if f.outcome is Outcome.FENCED]
+        if fenced:
+            # The attempts can no longer bind: the room they hold at the cache is free.
+            body = {"forget_attempts": [[f.lapsed.key, f.lapsed.cycle] for f in fenced]}
+            await retry_forever(
+                "forget lapsed attempts", lambda: request(self.rt.nc, CACHE_BINDING, body)
+            )
+        for f in fences:
+            if f.outcome is Outcome.FENCED:
+                self.q.requeue_lapsed(f.lapsed.key, f.lapsed.cycle, f.seq)
+            elif f.outcome is Outcome.RESOLVED:
+                self.q.extend_lapsed(f.lapsed.key, f.lapsed.cycle)
+        self._notify()
+        await self.flusher.flush_quietly(log)
 
     async def shutdown(self) -> None:
         self.stopping.set()
@@ -152,16 +188,18 @@ class QueueService:
         if not await self.watcher_epoch.admit(body.get("epoch", 0)):
             return {"error": f"stale watcher epoch {body.get('epoch')!r}"}
         events: list[QueueEvent] = body["events"]
-        for ev in events:
-            self._apply_event(ev)
+        applied, failed = apply_each(events, self._apply_event)
         self._notify()
         await self.flusher.flush()
-        return {"applied": len(events)}
+        return {"applied": len(applied), "failed": failed}
 
     def _apply_event(self, ev: QueueEvent) -> None:
         op = ev["op"]
         if op == "upsert":
             self.q.add(ev["key"], ev.get("uid", ""), ev["pod"], ev["seq"])
+            qpi = self.q.get(ev["key"])
+            if qpi is not None and qpi.raw is ev["pod"]:
+                qpi.size = ev.get("size", 0)
         elif op == "delete":
             self.q.delete(ev["key"])
         elif op == "assigned":
@@ -176,7 +214,7 @@ class QueueService:
         wait = max(0, min(int(body.get("wait_ms", 0)), MAX_POP_WAIT_MS)) / 1000
         deadline = time.monotonic() + wait
         while True:
-            popped = self.q.pop(limit)
+            popped = self.q.pop(limit, ReplyBudget(body_limit(self.rt.nc.max_payload)).fits)
             if popped:
                 await self.flusher.flush()
                 return self._pop_reply(popped)
@@ -216,20 +254,31 @@ class QueueService:
 
     async def on_nominated(self, body: dict[str, Any]) -> dict[str, Any]:
         """The nominated pods (of one node, or all): what the worker's
-        RunFilterPluginsWithNominatedPods adds to a node before filtering."""
-        node = body.get("node") if isinstance(body, dict) else None
-        pods: list[NominatedPod] = [
-            {
-                "key": p.key,
-                "uid": p.uid,
-                "node": p.nominated_node,
-                "priority": p.priority,
-                "seq": p.seq,
-                "pod": p.raw,
-            }
-            for p in self.q.nominated_pods(node)
-        ]
-        return {"version": self.q.nominator.version, "pods": pods}
+        RunFilterPluginsWithNominatedPods adds to a node before filtering. A page at a
+        time, from `offset`, as many as fit the server's max payload; `next` is where
+        the next page starts (absent on the last)."""
+        body = body if isinstance(body, dict) else {}
+        nominated = self.q.nominated_pods(body.get("node"))
+        offset = max(0, int(body.get("offset") or 0))
+        budget = ReplyBudget(body_limit(self.rt.nc.max_payload))
+        pods: list[NominatedPod] = []
+        for p in nominated[offset:]:
+            if not budget.fits(p) and pods:
+                break
+            pods.append(
+                {
+                    "key": p.key,
+                    "uid": p.uid,
+                    "node": p.nominated_node,
+                    "priority": p.priority,
+                    "seq": p.seq,
+                    "pod": p.raw,
+                }
+            )
+        reply: dict[str, Any] = {"version": self.q.nominator.version, "pods": pods}
+        if offset + len(pods) < len(nominated):
+            reply["next"] = offset + len(pods)
+        return reply
 
     def _notify(self) -> None:
         counts = self.q.counts()
@@ -286,6 +335,27 @@ class QueueService:
         except Exception:
             self.q.dirty |= dirty
             raise
+
+
+class ReplyBudget:
+    """Admits pods into one pop reply while it stays within the server's max payload:
+    a burst of large pods is handed out over several pops, never in a reply the
+    server refuses (its pods would sit in flight until their leases lapsed)."""
+
+    ROOM = 64 * 1024  # the reply's other fields
+    PER_POD = 512  # a QueuedPod's fields beside the pod object
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit - self.ROOM
+
+    def fits(self, qpi: QueuedPodInfo) -> bool:
+        if not qpi.size:
+            qpi.size = len(pack(qpi.raw))
+        need = qpi.size + len(qpi.key) + self.PER_POD
+        if need > self.left:
+            return False
+        self.left -= need
+        return True
 
 
 def _wire(p: QueuedPodInfo) -> QueuedPod:

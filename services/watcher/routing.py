@@ -80,6 +80,26 @@ def slim_pod(raw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def immutable_node_name(ev: WatchEvent, seen: Informer) -> str | None:
+    """The API server's refusal of an update that moves or unbinds a bound pod:
+    spec.nodeName is set once, by a binding, and never changes. A pod deleted and
+    created again (another uid) is a new object, free to differ."""
+    if not isinstance(ev.obj, Pod) or ev.type == "DELETED":
+        return None
+    old = seen.assigned_pods.get(ev.obj.key)
+    if old is None:
+        return None
+    old_node = old["spec"].get("nodeName", "")
+    old_uid = old["metadata"].get("uid", "")
+    if ev.obj.spec.node_name == old_node or (old_uid and ev.obj.metadata.uid != old_uid):
+        return None
+    return (
+        f'Pod "{ev.obj.metadata.name}" is invalid: spec.nodeName: Forbidden: may not be '
+        f"changed once the pod is bound (bound to {old_node!r}, update sets "
+        f"{ev.obj.spec.node_name!r})"
+    )
+
+
 def route(ev: WatchEvent, served: frozenset[str], seen: Informer | None = None) -> Routed:
     seen = seen if seen is not None else Informer()
     if isinstance(ev.obj, Node):

@@ -14,22 +14,24 @@ from typing import Any
 from nats.aio.msg import Msg
 from prometheus_client import Counter
 
-from services.watcher.routing import Informer, move, route
+from services.watcher.outbound import Outbound, object_limit, too_large
+from services.watcher.routing import Informer, Routed, immutable_node_name, move, route
 from services.watcher.takeover import take_over
 from shared.api.events import BadEvent, decode_cluster_event
-from shared.framework.events import ASSIGNED_POD, EVENT_ASSIGNED_POD_DELETE
-from shared.messages import CacheEvent, QueueEvent
+from shared.framework.events import EVENT_ASSIGNED_POD_DELETE
 from shared.runtime.consume import consume_batches, stream_sequence
 from shared.runtime.retry import retry_forever
-from shared.runtime.rpc import request
+from shared.runtime.rpc import request_packed
 from shared.runtime.service import Runtime
 from shared.subjects import (
     CACHE_EVENTS,
     CLUSTER_STREAM,
     ERROR_HEADER,
     QUEUE_EVENTS,
+    TRUNCATED_HEADER,
     error_subject,
 )
+from shared.wire import Chunk, body_limit, is_msgpack
 
 log = logging.getLogger("ksched.watcher")
 
@@ -66,25 +68,39 @@ class Watcher:
         await consume_batches(psub, self.handle_batch, self.stopping, batch=BATCH)
 
     async def handle_batch(self, msgs: list[Msg]) -> None:
-        to_queue: list[QueueEvent] = []
-        to_cache: list[CacheEvent] = []
-        for msg in msgs:
-            routed = await self._decode_and_route(msg)
-            if routed:
-                to_queue.extend(routed[0])
-                to_cache.extend(routed[1])
-        await self._deliver(to_queue, to_cache)
+        limit = body_limit(self.rt.nc.max_payload)
+        out = Outbound(limit)
+        for index, msg in enumerate(msgs):
+            routed = await self._decode_and_route(msg, object_limit(limit))
+            if routed is None:
+                continue
+            try:
+                out.add(index, *routed)
+            except ValueError as err:
+                await self._reject(msg, str(err))
+        failed = await self._deliver(out)
+        for index, reason in sorted(failed.items()):
+            await self._reject(msgs[index], f"not applied: {reason}")
         await retry_forever("ack", msgs[-1].ack)
 
-    async def _decode_and_route(self, msg: Msg) -> tuple[list[QueueEvent], list[CacheEvent]] | None:
+    async def _decode_and_route(self, msg: Msg, limit: int) -> Routed | None:
         seq = stream_sequence(msg)
         try:
             ev = decode_cluster_event(msg.subject, msg.data, msg.headers, seq)
         except BadEvent as err:
             await self._reject(msg, str(err))
             return None
+        reason = too_large(msg.data, is_msgpack(msg.headers), ev.raw, limit)
+        reason = reason or immutable_node_name(ev, self.informer)
+        if reason:
+            await self._reject(msg, reason)
+            return None
         self._events_counter(ev.kind, ev.type).inc()
-        return route(ev, self.served, self.informer)
+        to_queue, to_cache = route(ev, self.served, self.informer)
+        for item in to_queue:
+            if item["op"] == "upsert":  # what the pod weighs in a pop reply
+                item["size"] = len(msg.data)
+        return to_queue, to_cache
 
     def _events_counter(self, kind: str, etype: str) -> Any:
         """The labelled child, looked up once per (kind, type): labels() costs more
@@ -101,45 +117,52 @@ class Watcher:
         for key, value in (msg.headers or {}).items():
             if key.lower() == "content-type":
                 headers[key] = value
+        data = msg.data
+        limit = body_limit(self.rt.nc.max_payload)
+        if len(data) > limit:  # the event as published, cut to what fits beside the reason
+            headers[TRUNCATED_HEADER] = str(len(data))
+            data = data[:limit]
 
         async def publish() -> None:
-            await self.rt.js.publish(error_subject(msg.subject), msg.data, headers=headers)
+            await self.rt.js.publish(error_subject(msg.subject), data, headers=headers)
 
         await retry_forever("publish error", publish)
 
-    async def _deliver(self, to_queue: list[QueueEvent], to_cache: list[CacheEvent]) -> None:
-        """Hand the batch to cache, then queue, retrying until each accepts it."""
-        nc = self.rt.nc
-        freed = 0
-
-        async def to_cache_service() -> None:
-            nonlocal freed
-            if to_cache:
-                reply = await request(
-                    nc, CACHE_EVENTS, {"events": to_cache, "epoch": self.rt.epoch}, timeout=10
-                )
-                freed = reply.get("freed", 0)
-
+    async def _deliver(self, out: Outbound) -> dict[int, str]:
+        """Hand the batch to cache, then queue, each message retried until accepted;
+        returns the events a receiver could not apply (by index), with the reason."""
+        head = {"epoch": self.rt.epoch}
+        failed: dict[int, str] = {}
         # Cache first: a pod that leaves the queue as bound should already count on its node.
-        await retry_forever("deliver to cache", to_cache_service)
-        if freed > _assigned_pod_deletes(to_queue):
+        replies = await self._send(CACHE_EVENTS, out.cache_chunks(head), out.cache_from, failed)
+        freed = sum(r.get("freed", 0) for r in replies)
+        if freed > out.assigned_pod_deletes:
             # An assumed pod was deleted and freed room (kube's handleAssumedPodDeletion);
             # its DELETED event did not say where, so the hints see no object.
-            to_queue.append(move(EVENT_ASSIGNED_POD_DELETE))
-        if to_queue:
-            body = {"events": to_queue, "epoch": self.rt.epoch}
-            await retry_forever(
-                "deliver to queue", lambda: request(nc, QUEUE_EVENTS, body, timeout=10)
-            )
+            out.add(-1, [move(EVENT_ASSIGNED_POD_DELETE)], [])
+        await self._send(QUEUE_EVENTS, out.queue_chunks(head), out.queue_from, failed)
+        failed.pop(-1, None)
+        return failed
+
+    async def _send(
+        self, subject: str, chunks: list[Chunk], sources: list[int], failed: dict[int, str]
+    ) -> list[dict[str, Any]]:
+        replies: list[dict[str, Any]] = []
+        offset = 0
+        for chunk in chunks:
+            reply: dict[str, Any] = {}
+
+            async def send(data: bytes = chunk.data) -> None:
+                nonlocal reply
+                reply = await request_packed(self.rt.nc, subject, data, timeout=10)
+
+            await retry_forever(f"deliver to {subject}", send)
+            for index, reason in reply.get("failed", []):
+                failed.setdefault(sources[offset + index], reason)
+            offset += chunk.items
+            replies.append(reply)
+        return replies
 
     async def shutdown(self) -> None:
         """An unfinished batch is never acked, so it is redelivered after a restart."""
         self.stopping.set()
-
-
-def _assigned_pod_deletes(to_queue: list[QueueEvent]) -> int:
-    return sum(
-        1
-        for e in to_queue
-        if e["op"] == "move" and e.get("resource") == ASSIGNED_POD and e.get("action") == "Delete"
-    )

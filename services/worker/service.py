@@ -35,10 +35,10 @@ from shared.framework.runtime import Framework
 from shared.framework.schedule_one import Scheduler, SchedulingError
 from shared.framework.status import Code, Status
 from shared.framework.types import PodInfo
-from shared.messages import Assumption, BindBatch, BindRequest, QueuedPod, Report
+from shared.messages import Assumption, BindRequest, NominatedPod, QueuedPod, Report
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
-from shared.runtime.rpc import request
+from shared.runtime.rpc import chunks_for, request, request_all
 from shared.runtime.service import Runtime
 from shared.snapshot import Snapshot
 from shared.subjects import (
@@ -46,6 +46,7 @@ from shared.subjects import (
     CACHE_ASSUME,
     CACHE_BINDING,
     CACHE_PERMIT,
+    MSG_ID_HEADER,
     QUEUE_NOMINATED,
     QUEUE_POP,
     QUEUE_REPORT,
@@ -205,19 +206,34 @@ class Worker:
         if version == self.nominated_version:
             return
         try:
-            reply = await request(self.rt.nc, QUEUE_NOMINATED, {})
+            version, pods = await self._fetch_nominated()
         except Exception as err:
             log.warning("fetching nominated pods failed: %s", err)
             return  # kept stale; the next pop retries
         nominated: dict[str, list[PodInfo]] = {}
-        for p in reply["pods"]:
+        for p in pods:
             try:
                 nominated.setdefault(p["node"], []).append(PodInfo.of(p["pod"], p["seq"]))
             except Exception as err:  # validated at the watcher; never expected here
                 log.warning("skipping nominated pod %s: %s", p.get("key"), err)
         for scheduler in self.schedulers.values():
             scheduler.fw.handle.nominated = nominated
-        self.nominated_version = reply["version"]
+        self.nominated_version = version
+
+    async def _fetch_nominated(self) -> tuple[int, list[NominatedPod]]:
+        """Every nominated pod, page by page (a page fits the server's max payload);
+        pages of different versions start the listing over."""
+        for _ in range(3):
+            pods: list[NominatedPod] = []
+            reply = await request(self.rt.nc, QUEUE_NOMINATED, {})
+            version = reply["version"]
+            pods += reply["pods"]
+            while reply.get("next") and reply["version"] == version:
+                reply = await request(self.rt.nc, QUEUE_NOMINATED, {"offset": reply["next"]})
+                pods += reply["pods"]
+            if reply["version"] == version:
+                return version, pods
+        raise RuntimeError("the nominated pods kept changing while listed")
 
     async def schedule_batch(self, queued: list[QueuedPod]) -> None:
         start = time.perf_counter()
@@ -436,8 +452,8 @@ class Worker:
             for a in placed
         ]
         try:
-            reply = await request(self.rt.nc, CACHE_ASSUME, {"assume": batch}, timeout=10)
-            results = reply["results"]
+            replies = await request_all(self.rt.nc, CACHE_ASSUME, batch, "assume", timeout=10)
+            results = [r for reply in replies for r in reply["results"]]
         except Exception as err:
             log.warning("assume failed: %s", err)
             results = [{"ok": False}] * len(placed)
@@ -461,18 +477,16 @@ class Worker:
         same attempt(s) a no-op."""
         now = time.time()
         ready = [a for a in committed if not a.waits]
-        sends = (
-            [
-                self._publish_bind(
-                    {"requests": [_bind_request(a, now) for a in ready]},
-                    f"{ready[0].pod.key}@{ready[0].qp['cycle']}+{len(ready)}",
-                )
-            ]
-            if ready
-            else []
-        )
+        requests = [_bind_request(a, now) for a in ready]
+        sends = []
+        first = 0
+        for chunk in chunks_for(self.rt.nc, requests, "requests"):  # to fit max_payload
+            a = ready[first]
+            msg_id = f"{a.pod.key}@{a.qp['cycle']}+{chunk.items}"
+            sends.append(self._publish_bind(chunk.data, msg_id))
+            first += chunk.items
         sends += [
-            self._publish_bind(_bind_request(a, now), f"{a.pod.key}@{a.qp['cycle']}")
+            self._publish_bind(pack(_bind_request(a, now)), f"{a.pod.key}@{a.qp['cycle']}")
             for a in committed
             if a.waits
         ]
@@ -482,11 +496,10 @@ class Worker:
             self._observe_scheduled(a.qp)
         return [_report(a.qp, "assumed") for a in committed]
 
-    async def _publish_bind(self, body: BindRequest | BindBatch, msg_id: str) -> None:
-        data = pack(body)
+    async def _publish_bind(self, data: bytes, msg_id: str) -> None:
         await retry_forever(
             "hand to binders",
-            lambda: self.rt.js.publish(BIND_SUBJECT, data, headers={"Nats-Msg-Id": msg_id}),
+            lambda: self.rt.js.publish(BIND_SUBJECT, data, headers={MSG_ID_HEADER: msg_id}),
             max_delay=1.0,
         )
 
@@ -552,10 +565,8 @@ class Worker:
 
     async def _report(self, reports: list[Report], move: str | None = None) -> None:
         if reports:
-            body: dict[str, Any] = {"reports": reports}
-            if move:
-                body["move"] = move
-            await request(self.rt.nc, QUEUE_REPORT, body, timeout=10)
+            head = {"move": move} if move else None
+            await request_all(self.rt.nc, QUEUE_REPORT, reports, "reports", head, timeout=10)
 
 
 def _bind_request(a: Attempt, now: float) -> BindRequest:

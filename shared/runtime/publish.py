@@ -9,7 +9,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import APIError
 
-from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, event_subject, pod_subject
+from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, MSG_ID_HEADER, event_subject, pod_subject
 from shared.wire import dump_json
 
 log = logging.getLogger("ksched.publish")
@@ -45,12 +45,16 @@ async def write_pod(js: JetStreamContext, raw: dict[str, Any], expected_seq: int
     return int(ack.seq)
 
 
-async def publish_event(nc: NATS, event: dict[str, Any]) -> None:
+async def publish_event(nc: NATS, event: dict[str, Any], once_as: str = "") -> None:
     """Events are best effort, as in kube-scheduler's recorder: a plain publish into the
-    events stream, not waited on for JetStream's ack (one round trip less per pod)."""
+    events stream, not waited on for JetStream's ack (one round trip less per pod).
+    `once_as` names what the event records (a binding, say): the stream drops a second
+    event of that name within its duplicate window, as when a bind is redelivered."""
     involved = event["involvedObject"]
+    headers = {MSG_ID_HEADER: once_as} if once_as else None
+    subject = event_subject(involved["namespace"], involved["name"])
     try:
-        await nc.publish(event_subject(involved["namespace"], involved["name"]), dump_json(event))
+        await nc.publish(subject, dump_json(event), headers=headers)
     except Exception as err:
         log.warning(
             "event for %s/%s not published: %s", involved["namespace"], involved["name"], err

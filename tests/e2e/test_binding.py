@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 
-from shared import keys
 from shared.cli.workload import make_gang_pod, make_node, make_pod, make_pod_group
 from shared.client import PodTracker, publish_all, publish_node, publish_pod, publish_pod_group
 from shared.devstack import SERVICES, LocalStack, running
@@ -25,9 +23,10 @@ from shared.subjects import (
     ERRORS_STREAM,
     EVENTS_PREFIX,
 )
-from shared.wire import pack, unpack
+from shared.wire import pack
 from tests.conftest import make_test_stack
 from tests.e2e.kills import run_and_kill
+from tests.e2e.state import assumed_pods, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -72,22 +71,6 @@ async def redis(gang_stack: LocalStack) -> AsyncIterator[aioredis.Redis]:
     client = aioredis.Redis.from_url(gang_stack.redis_url)
     yield client
     await client.aclose()
-
-
-async def assumed_pods(client: aioredis.Redis) -> dict[str, dict[str, Any]]:
-    records = [unpack(v) for v in (await client.hgetall(keys.CACHE_PODS)).values()]
-    return {r["key"]: r for r in records if r["state"] == "assumed"}
-
-
-async def eventually(predicate: Callable[[], Awaitable[bool]], timeout: float) -> bool:
-    """Poll a condition on Redis state (no event tells when it changes)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if await predicate():
-            return True
-        await asyncio.sleep(0.1)
-    return False
 
 
 # --- Permit and gangs -------------------------------------------------------------------

@@ -213,3 +213,18 @@ def test_an_unvalidated_assume_counts_like_a_validated_one(cache: Cache) -> None
     ).ok
     assert cache.nodes["n1"].requested["cpu"] == 700
     assert not cache.assume_pod(FW, pod("b", "700m"), "n1", "ub", 1).ok
+
+
+def test_an_attempt_older_than_the_assumed_one_is_refused(cache: Cache) -> None:
+    """A fenced attempt woken late (its pod was written again, so it schedules an older
+    version) may not take the pod's room from the newer attempt that holds it."""
+    assert cache.assume_pod(FW, pod("a"), "n2", "ua", 9, cycle=2).ok
+    late = cache.assume_pod(FW, pod("a"), "n1", "ua", 5, cycle=1)
+    assert not late.ok
+    assert late.status is not None and late.status.reasons == ["a newer attempt holds the pod"]
+    assert cache.pods["default/a"].node == "n2"
+    assert cache.nodes["n1"].requested.get("cpu", 0) == 0
+    # the same version again (a conflict retry) still replaces the assumption
+    assert cache.assume_pod(FW, pod("a"), "n1", "ua", 9, cycle=2).ok
+    assert cache.pods["default/a"].node == "n1"
+    assert cache.nodes["n2"].requested.get("cpu", 0) == 0

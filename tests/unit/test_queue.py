@@ -542,16 +542,49 @@ def test_lease_expiry_returns_inflight_and_binding_pods(
     assert q.expire_leases() == []  # deadline not passed yet (strictly less than now)
     clock.advance(0.1)
     assert [p.key for p in q.expire_leases()] == [ki]
-    assert (pi.where, pi.timestamp, pi.lease_deadline) == ("active", T0 + 15.1, 0.0)
+    # lapsed, not yet requeued: the attempt must be fenced first; its lease runs again
+    assert (pi.where, pi.lease_deadline) == ("inflight", T0 + 30.1)
+    assert q.pop(2) == []
+    assert q.requeue_lapsed(ki, pi.cycle, seq=7)
+    assert (pi.where, pi.timestamp, pi.lease_deadline, pi.seq) == ("active", T0, 0.0, 7)
     assert pb.where == "binding"
     clock.advance(105)
     assert [p.key for p in q.expire_leases()] == [kb]
+    assert q.requeue_lapsed(kb, pb.cycle, seq=None)
     assert pb.where == "active"
     # the vanished worker's late report is stale once the pod was popped again
     again = q.pop(2)
     assert {p.key for p in again} == {ki, kb}
     assert not q.failed(ki, pi.cycle - 2, unschedulable=True, message="", plugins=[])
     assert not q.assumed(kb, pb.cycle - 2)
+    assert not q.requeue_lapsed(ki, pi.cycle - 2, seq=9)  # a fence of an older attempt
+
+
+def test_a_lapsed_attempt_that_reports_before_its_fence_is_not_requeued_twice(
+    q: SchedulingQueue, clock: FakeClock
+) -> None:
+    k = add(q, "a")
+    (p,) = q.pop(1)
+    clock.advance(16)
+    assert [x.key for x in q.expire_leases()] == [k]
+    assert q.failed(k, p.cycle, unschedulable=False, message="late", plugins=[])
+    assert p.where == "backoff"
+    assert not q.requeue_lapsed(k, p.cycle, seq=3)
+    assert p.where == "backoff"
+
+
+def test_a_lapsed_attempt_whose_pod_was_bound_waits_for_the_watcher(
+    q: SchedulingQueue, clock: FakeClock
+) -> None:
+    k = add(q, "a")
+    (p,) = q.pop(1)
+    assert q.assumed(k, p.cycle)
+    clock.advance(121)
+    assert [x.key for x in q.expire_leases()] == [k]
+    q.extend_lapsed(k, p.cycle)
+    assert (p.where, p.lease_deadline) == ("binding", T0 + 121 + 120)
+    q.delete(k, bound=True)
+    assert q.get(k) is None
 
 
 def test_custom_leases(clock: FakeClock) -> None:
@@ -593,25 +626,31 @@ def test_restore(q: SchedulingQueue, clock: FakeClock) -> None:
         put_in(q, clock, name, name)
         clock.advance(1)
     records = [msgpack.unpackb(msgpack.packb(q.get(k).to_record())) for k, _ in q.pending()]  # type: ignore[union-attr]
-    expected = dict(q.pending()) | {key("inflight"): "active"}
+    expected = dict(q.pending())
 
     r = SchedulingQueue(clock)
     r.restore(records)
     r.restore_meta(q.scheduling_cycle, q.move_request_cycle)
     assert dict(r.pending()) == expected
     assert (r.scheduling_cycle, r.move_request_cycle) == (q.scheduling_cycle, q.move_request_cycle)
+    # the inflight pod's lease has lapsed: its worker may still be at it, so it is fenced
+    # before it goes out again
+    (lapsed,) = r.expire_leases()
+    assert lapsed.key == key("inflight")
+    assert r.pop(10)[0].key == key("active")
+    assert r.requeue_lapsed(lapsed.key, lapsed.cycle, seq=None)
     assert r.counts() == {
-        "active": 2,
+        "active": 1,
         "backoff": 1,
         "unschedulable": 1,
         "gated": 1,
-        "inflight": 0,
+        "inflight": 1,
         "binding": 1,
     }
-    # the inflight pod keeps its turn: it entered the queue before the active one
-    popped = r.pop(10)
+    # the inflight pod keeps its turn
+    popped = [*r.pop(10), r.get(key("active"))]
     assert [p.key for p in popped] == [key("inflight"), key("active")]
-    assert popped[0].attempts == 2 and popped[0].cycle == q.scheduling_cycle + 1
+    assert popped[0].attempts == 2 and popped[0].cycle == q.scheduling_cycle + 2
     # the old worker's report is stale; the binder's report still counts
     old_inflight = q.get(key("inflight"))
     assert old_inflight is not None
@@ -623,7 +662,10 @@ def test_restore(q: SchedulingQueue, clock: FakeClock) -> None:
     clock.advance(1000)
     assert r.flush_backoff_completed() == 2
     assert r.flush_unschedulable_leftover() == 1
-    assert {p.key for p in r.expire_leases()} == {p.key for p in popped}
+    lapsed = r.expire_leases()
+    assert {p.key for p in lapsed} == {p.key for p in popped}
+    for p in lapsed:
+        assert r.requeue_lapsed(p.key, p.cycle, seq=None)
     assert r.counts()["active"] == 5
 
 

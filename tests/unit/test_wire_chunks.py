@@ -22,11 +22,10 @@ def test_items_are_split_in_order_and_every_message_fits() -> None:
     assert [e for d in decoded for e in d["events"]] == items
 
 
-def test_one_message_when_everything_fits_and_one_empty_message_for_nothing() -> None:
-    (chunk,) = pack_chunks([pack(1), pack(2)], "reports", 1 << 20)
-    assert unpack(chunk.data) == {"reports": [1, 2]}
-    (empty,) = pack_chunks([], "reports", 1 << 20, {"move": "NodeAdd"})
-    assert (unpack(empty.data), empty.items) == ({"move": "NodeAdd", "reports": []}, 0)
+def test_one_message_when_everything_fits_and_none_for_nothing() -> None:
+    (chunk,) = pack_chunks([pack(1), pack(2)], "reports", 1 << 20, {"move": "NodeAdd"})
+    assert (unpack(chunk.data), chunk.items) == ({"move": "NodeAdd", "reports": [1, 2]}, 2)
+    assert pack_chunks([], "reports", 1 << 20, {"move": "NodeAdd"}) == []
 
 
 def test_an_item_larger_than_any_message_is_refused() -> None:

@@ -1,0 +1,95 @@
+"""What one batch of watch events sends on, packed item by item and sized to fit.
+
+Each routed queue or cache item is packed once, as it is taken in, so that:
+- an event that cannot be encoded (the door should have refused it) is refused
+  alone, with its reason, instead of failing the whole batch's delivery forever;
+- an object too large to travel inside any internal message, or to be written
+  back by ksched (the bound pod, a status), is refused at the door;
+- the batch goes out in as many messages as the server's max payload needs
+  (shared.wire.pack_chunks), and a receiver's per-item failure points back to the
+  watch event it came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.framework.events import ASSIGNED_POD
+from shared.messages import CacheEvent, QueueEvent
+from shared.wire import Chunk, dump_json, pack, pack_chunks
+
+# Room left in a message beside the largest object: an internal item's own fields, and
+# what ksched adds when it writes the object back (spec.nodeName and the PodScheduled
+# condition of a binding, or a FailedScheduling message in the status).
+OBJECT_ROOM = 64 * 1024
+
+
+def object_limit(body_limit: int) -> int:
+    """The largest object (its JSON, as ksched writes it) that ksched accepts."""
+    return body_limit - OBJECT_ROOM
+
+
+def too_large(data: bytes, msgpack: bool, raw: dict[str, Any], limit: int) -> str | None:
+    """The API server's 'request entity too large', for an object ksched could not
+    carry or write back. Published JSON stands for ksched's JSON of it, unless its
+    non-ASCII text may grow when escaped; msgpack input is measured as JSON (which
+    also refuses what JSON cannot hold, such as binary values)."""
+    size = len(data)
+    if msgpack or (size * 6 > limit and not data.isascii()):
+        try:
+            size = max(size, len(dump_json(raw)))
+        except (TypeError, ValueError) as err:
+            return f"the object cannot be written as JSON: {err}"
+    if size <= limit:
+        return None
+    return (
+        f"Request entity too large: the object is {size} bytes, limit is {limit} "
+        f"(the NATS server's max_payload less {OBJECT_ROOM} bytes for ksched's own writes)"
+    )
+
+
+@dataclass
+class Outbound:
+    """Packed queue and cache items of one batch, each with the index of its event."""
+
+    limit: int  # the largest message body
+    queue: list[bytes] = field(default_factory=list)
+    queue_from: list[int] = field(default_factory=list)
+    cache: list[bytes] = field(default_factory=list)
+    cache_from: list[int] = field(default_factory=list)
+    assigned_pod_deletes: int = 0
+
+    def add(self, source: int, to_queue: list[QueueEvent], to_cache: list[CacheEvent]) -> None:
+        """Take one event's items; ValueError (with the reason) if they cannot travel."""
+        try:
+            queue = [self._pack_queue_item(e) for e in to_queue]
+            cache = [pack(e) for e in to_cache]
+        except (TypeError, ValueError, OverflowError) as err:  # msgpack raises these
+            raise ValueError(f"cannot be encoded for ksched's internal messages: {err}") from None
+        room = self.limit - 64
+        if any(len(item) > room for item in (*queue, *cache)):
+            raise ValueError(f"too large for ksched's internal messages ({self.limit} bytes)")
+        self.queue += queue
+        self.queue_from += [source] * len(queue)
+        self.cache += cache
+        self.cache_from += [source] * len(cache)
+        self.assigned_pod_deletes += sum(1 for e in to_queue if _is_assigned_pod_delete(e))
+
+    def _pack_queue_item(self, event: QueueEvent) -> bytes:
+        packed = pack(event)
+        if len(packed) > self.limit - 64 and event.get("op") == "move":
+            # A large node's old and new versions together may not fit where either
+            # alone does: the hints then judge the event without its objects.
+            packed = pack({**event, "old": None, "new": None})
+        return packed
+
+    def queue_chunks(self, head: dict[str, Any]) -> list[Chunk]:
+        return pack_chunks(self.queue, "events", self.limit, head)
+
+    def cache_chunks(self, head: dict[str, Any]) -> list[Chunk]:
+        return pack_chunks(self.cache, "events", self.limit, head)
+
+
+def _is_assigned_pod_delete(e: QueueEvent) -> bool:
+    return e["op"] == "move" and e.get("resource") == ASSIGNED_POD and e.get("action") == "Delete"

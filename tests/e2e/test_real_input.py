@@ -1,0 +1,256 @@
+"""Real-world input never wedges ksched: bursts of several-KB pods, objects near the
+server's max payload, values past the API's limits, updates the API server refuses,
+redelivered binds. Everything goes through the public subjects, against real servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+import redis.asyncio as aioredis
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from shared.cli.workload import make_node, make_pod
+from shared.client import PodTracker, publish_all, publish_node, publish_pod
+from shared.devstack import LocalStack, running
+from shared.subjects import (
+    BIND_SUBJECT,
+    ERROR_HEADER,
+    ERRORS_STREAM,
+    EVENTS_PREFIX,
+    error_subject,
+    pod_subject,
+)
+from shared.wire import dump_json, pack
+from tests.conftest import make_test_stack
+from tests.e2e.state import assumed_pods, eventually
+from tests.realistic import docs_pod
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+async def client(stack: LocalStack) -> AsyncIterator[tuple[NATS, PodTracker]]:
+    nc = await nats.connect(stack.nats_url)
+    tracker = PodTracker()
+    await tracker.start(nc)
+    yield nc, tracker
+    await nc.close()
+
+
+async def error_reason(js: JetStreamContext, subject: str, timeout: float = 30) -> str:
+    """The reason ksched gave on ksched.errors.<subject>, once it is there."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        try:
+            msg = await js.get_last_msg(ERRORS_STREAM, error_subject(subject))
+            return str((msg.headers or {}).get(ERROR_HEADER, ""))
+        except NotFoundError:
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"nothing on {error_subject(subject)}")
+
+
+async def publish_raw(js: JetStreamContext, subject: str, event: dict[str, Any] | bytes) -> int:
+    data = event if isinstance(event, bytes) else dump_json(event)
+    return int((await js.publish(subject, data)).seq)
+
+
+def nodes(n: int, cpu: str = "16", prefix: str = "n") -> list[dict[str, Any]]:
+    return [make_node(f"{prefix}{i}", cpu=cpu, memory="256Gi", pods=200) for i in range(n)]
+
+
+# --- sizes ---------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(300)
+async def test_a_burst_of_a_thousand_several_kb_pods_binds_every_one(
+    stack: LocalStack, client: tuple[NATS, PodTracker]
+) -> None:
+    """1000 docs-style pods (about 5.7 KB each, 5.7 MB together) published at once: the
+    watcher's deliveries and the queue's pop replies are split to fit the server's max
+    payload, and every pod binds; so does one published afterwards."""
+    nc, tracker = client
+    js = nc.jetstream()
+    await publish_all(js, nodes(20))
+    burst = [docs_pod(f"web-{i}") for i in range(1000)]
+    assert sum(len(dump_json({"object": p})) for p in burst) > 5 * nc.max_payload
+    await publish_all(js, burst)
+    assert await tracker.wait_until(lambda t: len(t.bound()) == 1000, timeout=240), (
+        f"{len(tracker.bound())} of 1000 bound"
+    )
+    await publish_pod(js, docs_pod("after"))
+    assert await tracker.wait_until(lambda t: "default/after" in t.bound(), timeout=30)
+    assert all(v.bind_count == 1 for v in tracker.pods.values())
+
+
+@pytest.mark.timeout(300)
+async def test_large_pods_behind_a_backlog_and_one_too_large_for_any_message(
+    stack: LocalStack, client: tuple[NATS, PodTracker]
+) -> None:
+    """200 pods of 20 KB each behind a backlog of 1000 small ones all bind; an object
+    too large for ksched to carry or write back (it fits the server's limit, but not
+    with what ksched adds) is refused at the door on ksched.errors, with the reason."""
+    nc, tracker = client
+    js = nc.jetstream()
+    await publish_all(js, nodes(40))
+    giant = docs_pod("giant", size=nc.max_payload - 1024)
+    await publish_pod(js, giant)
+    await publish_all(js, [make_pod(f"small-{i}", cpu="10m") for i in range(1000)])
+    await publish_all(js, [docs_pod(f"large-{i}", size=20_000) for i in range(200)])
+    reason = await error_reason(js, pod_subject("default", "giant"))
+    assert reason.startswith("Request entity too large"), reason
+    assert await tracker.wait_until(lambda t: len(t.bound()) == 1200, timeout=240), (
+        f"{len(tracker.bound())} of 1200 bound"
+    )
+    assert "default/giant" not in tracker.bound()
+    assert not tracker.unschedulable()
+
+
+# --- updates the API server refuses -----------------------------------------------------
+
+
+async def test_clearing_a_bound_pods_node_name_is_refused_and_keeps_its_room(
+    stack: LocalStack, client: tuple[NATS, PodTracker]
+) -> None:
+    """spec.nodeName is immutable once bound: an update clearing it goes to
+    ksched.errors; the pod stays bound where it was (no scheduling attempts, no
+    FailedScheduling), its room stays taken, and deleting it frees that room."""
+    nc, tracker = client
+    js = nc.jetstream()
+    events = await js.subscribe(f"{EVENTS_PREFIX}.default.held", ordered_consumer=True)
+    await publish_node(js, make_node("only", cpu="1"))
+    await publish_pod(js, make_pod("held", cpu="1"))
+    assert await tracker.wait_until(lambda t: t.bound().get("default/held") == "only", 30)
+
+    unbound = make_pod("held", cpu="1")
+    refused = await publish_raw(
+        js, pod_subject("default", "held"), {"type": "MODIFIED", "object": unbound}
+    )
+    reason = await error_reason(js, pod_subject("default", "held"))
+    assert "spec.nodeName" in reason and "Forbidden" in reason, reason
+
+    await publish_pod(js, make_pod("waiting", cpu="1"))
+    assert await tracker.wait_until(lambda t: "default/waiting" in t.unschedulable(), 30)
+    # The refused update was the subject's last write: ksched wrote nothing after it.
+    assert tracker.pods["default/held"].seq == refused
+    await publish_pod(js, make_pod("held", cpu="1"), "DELETED")
+    assert await tracker.wait_until(lambda t: t.bound().get("default/waiting") == "only", 30)
+    reasons = Counter()
+    while True:
+        try:
+            msg = await events.next_msg(timeout=0.5)
+        except nats.errors.TimeoutError:
+            break
+        reasons[json.loads(msg.data)["reason"]] += 1
+    assert reasons == {"Scheduled": 1}, reasons
+
+
+# --- redelivered binds -------------------------------------------------------------------
+
+
+async def test_a_redelivered_bind_records_one_scheduled_event(
+    stack: LocalStack, client: tuple[NATS, PodTracker]
+) -> None:
+    """A bind request delivered again after its binding went through (a binder that
+    died before acking) is recognised as done, and the binding's Scheduled event is not
+    recorded twice."""
+    nc, tracker = client
+    js = nc.jetstream()
+    events = await js.subscribe(f"{EVENTS_PREFIX}.default.once", ordered_consumer=True)
+    await publish_node(js, make_node("n1"))
+    pod = make_pod("once")
+    seq = await publish_pod(js, pod)
+    assert await tracker.wait_until(lambda t: t.bound().get("default/once") == "n1", 30)
+    first = await events.next_msg(timeout=10)
+    assert json.loads(first.data)["reason"] == "Scheduled"
+
+    again = {
+        "key": "default/once",
+        "uid": pod["metadata"]["uid"],
+        "seq": seq,
+        "node": "n1",
+        "cycle": 1,
+        "pod": pod,
+        "profile": "default-scheduler",
+        "assumed_at": 0.0,
+    }
+    await js.publish(BIND_SUBJECT, pack({"requests": [again]}))
+    with pytest.raises(nats.errors.TimeoutError):
+        dup = await events.next_msg(timeout=5)
+        pytest.fail(f"a second event: {dup.data!r}")
+    assert tracker.pods["default/once"].bound_writes == 1
+
+
+# --- a binder frozen past its lease ----------------------------------------------------
+
+BINDING_LEASE = 4.0
+
+
+@pytest.fixture
+def one_binder_stack(tmp_path: Path) -> Iterator[LocalStack]:
+    stack = make_test_stack(tmp_path / "stack", binders=1)
+    stack.env["KSCHED_QUEUE_BINDING_LEASE_SECONDS"] = str(BINDING_LEASE)
+    with running(stack) as st:
+        yield st
+
+
+async def assumed(stack: LocalStack, prefix: str) -> int:
+    """How many pods named `prefix…` the cache holds as assumed."""
+    client = aioredis.Redis.from_url(stack.redis_url)
+    try:
+        return sum(1 for key in await assumed_pods(client) if key.startswith(prefix))
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.timeout(240)
+async def test_a_binder_frozen_past_its_lease_never_overcommits_a_node(
+    one_binder_stack: LocalStack,
+) -> None:
+    """The issue's scenario: the only binder frozen (SIGSTOP) while 20 pods wait to bind
+    on 10 full nodes; 10 empty nodes are added, and the freeze outlasts the binding
+    lease, so the pods are scheduled again, onto the new nodes; a second wave of 20
+    fills the first nodes; then the binder thaws with the first attempts' binds still
+    in hand. The lapsed attempts were fenced, so those binds fail as conflicts: every
+    pod binds once, and no node holds more cpu than it has (2 pods of 1 cpu per 2-cpu
+    node)."""
+    stack = one_binder_stack
+    nc = await nats.connect(stack.nats_url)
+    tracker = PodTracker()
+    await tracker.start(nc)
+    binder = next(s for s in stack.services if s.name == "binder")
+    try:
+        js = nc.jetstream()
+        await publish_all(js, nodes(10, cpu="2", prefix="old-"))
+        binder.proc.send_signal(signal.SIGSTOP)
+        await publish_all(js, [make_pod(f"first-{i}", cpu="1") for i in range(20)])
+        assert await eventually(lambda: _is(assumed(stack, "default/first-"), 20), timeout=30)
+        await publish_all(js, nodes(10, cpu="2", prefix="new-"))
+        await asyncio.sleep(BINDING_LEASE + 3)  # the freeze outlasts the lease
+        await publish_all(js, [make_pod(f"second-{i}", cpu="1") for i in range(20)])
+        assert await eventually(lambda: _is(assumed(stack, "default/second-"), 20), timeout=30)
+        binder.proc.send_signal(signal.SIGCONT)
+        assert await tracker.wait_until(lambda t: len(t.bound()) == 40, timeout=120), (
+            f"{len(tracker.bound())} of 40 bound"
+        )
+        per_node = Counter(tracker.bound().values())
+        assert max(per_node.values()) <= 2, per_node
+        assert all(v.bind_count == 1 for v in tracker.pods.values())
+    finally:
+        if binder.proc.poll() is None:
+            binder.proc.send_signal(signal.SIGCONT)
+        await nc.close()
+
+
+async def _is(count: Awaitable[int], expected: int) -> bool:
+    return await count == expected
