@@ -11,6 +11,7 @@ buffer can fill up with them.
 
     python -m shared.burst                       # 100 000 pods on 1000 nodes
     python -m shared.burst --pods 20000 --nodes 200
+    python -m shared.burst --pods 10000 --pod-bytes 3000   # docs-style pods of 3 KB
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nats
 import redis.asyncio as aioredis
 
+from shared.cli.realistic import docs_pod
 from shared.cli.workload import make_node, make_pod
 from shared.client import PodTracker, publish_all
 from shared.devstack import LocalStack, ServiceProc, running
@@ -45,6 +48,11 @@ class BurstReport:
     slow_consumer_lines: list[str] = field(default_factory=list)
 
     @property
+    def bind_rate(self) -> float:
+        """Pods bound per second, from the first publish to the last decision."""
+        return self.bound / self.scheduled_seconds if self.scheduled_seconds else 0.0
+
+    @property
     def ok(self) -> bool:
         return self.bound + self.pending == self.pods and not self.slow_consumer_lines
 
@@ -54,7 +62,7 @@ class BurstReport:
             f"burst: {self.pods} pod events",
             f"  published in     {self.published_seconds:.1f} s (JetStream acks, no drops)",
             f"  all decided in   {self.scheduled_seconds:.1f} s from the first publish",
-            f"  bound / pending  {self.bound} / {self.pending}",
+            f"  bound / pending  {self.bound} / {self.pending} ({self.bind_rate:.0f} pods/s bound)",
             f"  slow consumers   {len(self.slow_consumer_lines)} {self.slow_consumer_lines[:3]}",
             f"  peak RSS         {rss}",
             f"  result           {'PASS' if self.ok else 'FAIL'}",
@@ -91,7 +99,7 @@ def _slow_consumers(stack: LocalStack) -> list[str]:
     ]
 
 
-async def run_burst(stack: LocalStack, pods: int, nodes: int) -> BurstReport:
+async def run_burst(stack: LocalStack, pods: int, nodes: int, pod_bytes: int = 0) -> BurstReport:
     report = BurstReport(pods)
     nc = await nats.connect(stack.nats_url)
     redis = aioredis.from_url(stack.redis_url)
@@ -103,7 +111,7 @@ async def run_burst(stack: LocalStack, pods: int, nodes: int) -> BurstReport:
         await publish_all(
             js, [make_node(f"n{i:04d}", cpu="64", memory="256Gi") for i in range(nodes)]
         )
-        objs = [make_pod(f"burst-{i:06d}", cpu="10m", memory="16Mi") for i in range(pods)]
+        objs = [_pod(f"burst-{i:06d}", pod_bytes) for i in range(pods)]
         started = time.monotonic()
         await publish_all(js, objs)
         report.published_seconds = time.monotonic() - started
@@ -120,19 +128,29 @@ async def run_burst(stack: LocalStack, pods: int, nodes: int) -> BurstReport:
     return report
 
 
+def _pod(name: str, size: int) -> dict[str, Any]:
+    """A minimal pod, or with `size` a docs-style one of that many bytes (at least ~3 KB)."""
+    if size:
+        return docs_pod(name, size=size, cpu="10m")
+    return make_pod(name, cpu="10m", memory="16Mi")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shared.burst", description=__doc__)
     parser.add_argument("--pods", type=int, default=100_000)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--binders", type=int, default=2)
+    parser.add_argument(
+        "--pod-bytes", type=int, default=0, help="docs-style pods of this size (0: minimal)"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ksched-burst-") as tmp:
         stack = LocalStack(
             Path(tmp), workers=args.workers, binders=args.binders, env={"KSCHED_LOG_LEVEL": "info"}
         )
         with running(stack):
-            report = asyncio.run(run_burst(stack, args.pods, args.nodes))
+            report = asyncio.run(run_burst(stack, args.pods, args.nodes, args.pod_bytes))
     print("\n".join(report.lines()), flush=True)
     return 0 if report.ok else 1
 

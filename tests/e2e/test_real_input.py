@@ -19,6 +19,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
+from shared.cli.realistic import docs_pod
 from shared.cli.workload import make_node, make_pod
 from shared.client import PodTracker, publish_all, publish_node, publish_pod
 from shared.devstack import LocalStack, running
@@ -33,7 +34,6 @@ from shared.subjects import (
 from shared.wire import dump_json, pack
 from tests.conftest import make_test_stack
 from tests.e2e.state import assumed_pods, eventually
-from tests.realistic import docs_pod
 
 pytestmark = pytest.mark.e2e
 
@@ -76,14 +76,14 @@ def nodes(n: int, cpu: str = "16", prefix: str = "n") -> list[dict[str, Any]]:
 async def test_a_burst_of_a_thousand_several_kb_pods_binds_every_one(
     stack: LocalStack, client: tuple[NATS, PodTracker]
 ) -> None:
-    """1000 docs-style pods (about 5.7 KB each, 5.7 MB together) published at once: the
+    """1000 docs-style pods (about 3 KB each, 2.9 MB together) published at once: the
     watcher's deliveries and the queue's pop replies are split to fit the server's max
     payload, and every pod binds; so does one published afterwards."""
     nc, tracker = client
     js = nc.jetstream()
     await publish_all(js, nodes(20))
     burst = [docs_pod(f"web-{i}") for i in range(1000)]
-    assert sum(len(dump_json({"object": p})) for p in burst) > 5 * nc.max_payload
+    assert sum(len(dump_json({"object": p})) for p in burst) > 2 * nc.max_payload
     await publish_all(js, burst)
     assert await tracker.wait_until(lambda t: len(t.bound()) == 1000, timeout=240), (
         f"{len(tracker.bound())} of 1000 bound"
