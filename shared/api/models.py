@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from shared.api.quantity import QuantityError, parse_nonnegative
-from shared.api.validation import is_dns1123_label, is_dns1123_subdomain
+from shared.api.validation import int32, is_dns1123_label, is_dns1123_subdomain
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 DEFAULT_NAMESPACE = "default"
@@ -249,8 +249,8 @@ class PodSpec(K8sModel):
 
     @field_validator("priority", mode="before")
     @classmethod
-    def _null_priority(cls, value: Any) -> Any:
-        return 0 if value is None else value
+    def _int32_priority(cls, value: Any) -> Any:
+        return 0 if value is None else int32(value)  # an int32 in the API
 
 
 class PodCondition(K8sModel):

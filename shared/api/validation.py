@@ -9,6 +9,7 @@ Go measures strings in bytes: so do the length limits here.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _QUALIFIED_NAME_MSG = (
@@ -102,6 +103,47 @@ def label_value_errors(value: str) -> list[str]:
     if not LABEL_VALUE_RE.fullmatch(value):
         errs.append(_regex_error(_LABEL_VALUE_MSG, LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errs
+
+
+# --- numbers ------------------------------------------------------------------
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def int32(value: Any) -> int:
+    """What decoding JSON into a Go int32 field accepts (a whole number in range; not a
+    bool, a string or 5.0); ValueError in the words of Go's decoder otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if INT32_MIN <= value <= INT32_MAX:
+            return value
+        raise ValueError(
+            f"cannot unmarshal number {show_number(value)} into an int32 "
+            f"(out of range {INT32_MIN} .. {INT32_MAX})"
+        )
+    if isinstance(value, float):
+        raise ValueError(f"cannot unmarshal number {value!r} into an int32")
+    raise ValueError(f"cannot unmarshal {json_type(value)} into an int32")
+
+
+def json_type(value: Any) -> str:
+    """The JSON type's name, as Go's decoder calls it in errors."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "null" if value is None else type(value).__name__
+
+
+def show_number(value: int) -> str:
+    """An integer for a message; a long one shortened (JSON allows 4300 digits)."""
+    text = str(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text.lstrip('-'))} digits)"
 
 
 # --- field.Error formatting ---------------------------------------------------
