@@ -10,7 +10,7 @@ import pytest
 
 from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
 from shared.api.models import Pod
-from shared.cli.workload import make_pod
+from shared.cli.workload import make_node, make_pod
 
 POD_SUBJECT = "ksched.cluster.pods.default.p"
 NODE_SUBJECT = "ksched.cluster.nodes.n"
@@ -98,3 +98,63 @@ def test_priority_outside_int32_is_refused(priority: Any, reason: str) -> None:
     got = refusal(pod_with("spec.priority", priority))
     assert got.startswith("spec.priority: ")
     assert reason in got
+
+
+# --- quantities ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cpu",
+    [
+        "9223372036854775807m",
+        "9223372036854775.807",
+        "9223372036854775807000u",
+        "0",
+        "1e15",
+    ],
+)
+def test_quantity_with_an_int64_milli_value_is_accepted(cpu: str) -> None:
+    decode(make_pod("p", cpu=cpu))
+    decode(make_node("n", cpu=cpu), NODE_SUBJECT)
+
+
+@pytest.mark.parametrize(
+    ("field", "path", "amount"),
+    [
+        ("cpu", "spec.containers[0].resources.requests.cpu", "9223372036854775808m"),
+        ("cpu", "spec.containers[0].resources.requests.cpu", "9223372036854775807001u"),
+        ("cpu", "spec.containers[0].resources.requests.cpu", "9223372036854775807"),
+        ("cpu", "spec.containers[0].resources.requests.cpu", "1e30"),
+        ("memory", "spec.containers[0].resources.requests.memory", "8Ei"),
+        (
+            "memory",
+            "spec.containers[0].resources.requests.memory",
+            "99999999999999999999",
+        ),
+    ],
+)
+def test_quantity_past_int64_milli_value_is_refused(field: str, path: str, amount: str) -> None:
+    pod = make_pod("p", **{field: amount})
+    assert (
+        refusal(pod) == f"{path}: quantity too large: {amount!r} (its milli-value exceeds 2^63-1)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "where"),
+    [
+        (
+            "spec.containers.0.resources.limits",
+            "spec.containers[0].resources.limits.cpu",
+        ),
+        ("spec.overhead", "spec.overhead.cpu"),
+    ],
+)
+def test_quantity_bound_holds_in_every_resource_list(path: str, where: str) -> None:
+    assert refusal(pod_with(path, {"cpu": "1e19"})).startswith(f"{where}: quantity too large")
+
+
+def test_node_quantities_are_bounded() -> None:
+    node = make_node("n")
+    node["status"]["allocatable"] = {"cpu": "1", "memory": 2**63}
+    assert refusal(node, NODE_SUBJECT).startswith("status.allocatable.memory: quantity too large")
