@@ -26,6 +26,7 @@ from shared.api.models import (
     validate_subdomain,
 )
 from shared.api.pdb import PodDisruptionBudget
+from shared.api.validation import label_errors
 from shared.subjects import NODES_PREFIX, PDBS_PREFIX, PODGROUPS_PREFIX, PODS_PREFIX
 from shared.wire import DecodeError, decode_user_payload
 
@@ -106,6 +107,7 @@ def decode_cluster_event(
         raise BadEvent(describe_validation_error(err)) from None
     except ValueError as err:
         raise BadEvent(str(err)) from None
+    _validate_labels(obj)
     return ClusterEvent(ref.kind, etype, obj, raw, subject, seq)
 
 
@@ -117,6 +119,16 @@ def _validate_names(obj: ClusterObject) -> None:
     else:
         validate_subdomain(obj.metadata.name, f"{obj.kind.lower()} name")
         validate_label(obj.metadata.namespace, "namespace")
+
+
+def _validate_labels(obj: ClusterObject) -> None:
+    """metadata.labels of every kind and a pod's spec.nodeSelector, as the API server
+    validates them."""
+    errors = label_errors(obj.metadata.labels, "metadata.labels")
+    if isinstance(obj, Pod):
+        errors += label_errors(obj.spec.node_selector, "spec.nodeSelector")
+    if errors:
+        raise BadEvent("; ".join(errors))
 
 
 def _fill_names(raw: dict[str, Any], ref: SubjectRef) -> dict[str, Any]:

@@ -1,14 +1,15 @@
 """The API server's grammar for names and labels, with its messages.
 
 apimachinery's pkg/util/validation (IsQualifiedName, IsValidLabelValue,
-IsDNS1123Subdomain/Label) and the field.Error text ("<path>: Invalid value:
-<value>: <detail>") they are reported in.
+IsDNS1123Subdomain/Label), metav1 validation's ValidateLabels, and the
+field.Error text ("<path>: Invalid value: <value>: <detail>") they are reported in.
 Go measures strings in bytes: so do the length limits here.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
@@ -103,6 +104,34 @@ def label_value_errors(value: str) -> list[str]:
     if not LABEL_VALUE_RE.fullmatch(value):
         errs.append(_regex_error(_LABEL_VALUE_MSG, LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errs
+
+
+# Label keys and values known valid. Pods of one template share their labels, and a
+# cluster has few distinct ones: most checks are a set lookup. Errors are not kept.
+_VALID_KEYS: set[str] = set()
+_VALID_VALUES: set[str] = set()
+_VALID_MAX = 16384
+SHOWN_MAX = 256  # characters of a user's value quoted back in a message (the API server: all)
+
+
+def label_errors(labels: Mapping[str, str], path: str) -> list[str]:
+    """metav1 validation.ValidateLabels: field.Error strings, one per problem."""
+    errs: list[str] = []
+    for key, value in labels.items():
+        if key not in _VALID_KEYS:
+            errs += _checked(_VALID_KEYS, key, qualified_name_errors(key), path)
+        if value not in _VALID_VALUES:
+            errs += _checked(_VALID_VALUES, value, label_value_errors(value), path)
+    return errs
+
+
+def _checked(known: set[str], text: str, problems: list[str], path: str) -> list[str]:
+    if problems:
+        return [invalid(path, go_quote(text, SHOWN_MAX), m) for m in problems]
+    if len(known) >= _VALID_MAX:
+        known.clear()
+    known.add(text)
+    return []
 
 
 # --- numbers ------------------------------------------------------------------

@@ -3,6 +3,7 @@ words: each rule at and past its limits, every message naming the field."""
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
 from shared.api.models import Pod
-from shared.cli.workload import make_node, make_pod
+from shared.cli.workload import make_node, make_pod, make_pod_group
 
 POD_SUBJECT = "ksched.cluster.pods.default.p"
 NODE_SUBJECT = "ksched.cluster.nodes.n"
@@ -98,6 +99,164 @@ def test_priority_outside_int32_is_refused(priority: Any, reason: str) -> None:
     got = refusal(pod_with("spec.priority", priority))
     assert got.startswith("spec.priority: ")
     assert reason in got
+
+
+# --- labels -------------------------------------------------------------------
+
+LABEL_VALUE_REGEX_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
+    "or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+    "'my_value',  or '12345', regex used for validation is "
+    "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+NAME_PART_REGEX_MSG = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+    "end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex "
+    "used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+PREFIX_REGEX_MSG = (
+    "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+    "characters, '-' or '.', and must start and end with an alphanumeric character (e.g. "
+    "'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"app": ""},  # an empty value is a label
+        {"app": "v" * 63},
+        {"n" * 63: "x"},
+        {"example.com/name": "My_Value-1.2"},
+        {("a" * 63 + ".") * 3 + "b" * 61 + "/k": "v"},  # a prefix of 253 characters
+        {"A.b_c-D": "12345"},
+    ],
+)
+def test_valid_labels_are_accepted(labels: dict[str, str]) -> None:
+    assert decode(pod_with("metadata.labels", labels)).obj.metadata.labels == labels
+
+
+@pytest.mark.parametrize(
+    ("labels", "reasons"),
+    [
+        ({"app": "väl"}, [f'Invalid value: "väl": {LABEL_VALUE_REGEX_MSG}']),
+        (
+            {"app": "v" * 64},
+            [f'Invalid value: "{"v" * 64}": must be no more than 63 characters'],
+        ),
+        ({"app": "-v"}, [f'Invalid value: "-v": {LABEL_VALUE_REGEX_MSG}']),
+        ({"app": "v_"}, [f'Invalid value: "v_": {LABEL_VALUE_REGEX_MSG}']),
+        ({"app": "a b"}, [f'Invalid value: "a b": {LABEL_VALUE_REGEX_MSG}']),
+        # Go counts bytes: 32 two-byte characters are 64.
+        (
+            {"app": "é" * 32},
+            [
+                f'Invalid value: "{"é" * 32}": must be no more than 63 characters',
+                f'Invalid value: "{"é" * 32}": {LABEL_VALUE_REGEX_MSG}',
+            ],
+        ),
+        ({"app": "\ud800"}, [f'Invalid value: "\\ud800": {LABEL_VALUE_REGEX_MSG}']),
+        ({"app": "a\nb"}, [f'Invalid value: "a\\nb": {LABEL_VALUE_REGEX_MSG}']),
+        (
+            {"n" * 64: "x"},
+            [f'Invalid value: "{"n" * 64}": name part must be no more than 63'],
+        ),
+        (
+            {"": "x"},
+            ['Invalid value: "": name part must be non-empty', NAME_PART_REGEX_MSG],
+        ),
+        ({"ü": "x"}, [f'Invalid value: "ü": {NAME_PART_REGEX_MSG}']),
+        ({"\ud800": "x"}, [f'Invalid value: "\\ud800": {NAME_PART_REGEX_MSG}']),
+        ({"/x": "y"}, ['Invalid value: "/x": prefix part must be non-empty']),
+        ({"x/": "y"}, ['Invalid value: "x/": name part must be non-empty']),
+        (
+            {"Example.com/x": "y"},
+            [f'Invalid value: "Example.com/x": {PREFIX_REGEX_MSG}'],
+        ),
+        (
+            {("a" * 63 + ".") * 3 + "b" * 62 + "/k": "v"},  # a prefix of 254 characters
+            ["prefix part must be no more than 253 characters"],
+        ),
+        (
+            {"a/b/c": "y"},
+            [
+                'Invalid value: "a/b/c": a qualified name must consist of alphanumeric '
+                "characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+                "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional "
+                "DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            ],
+        ),
+    ],
+)
+def test_invalid_labels_are_refused_in_the_api_servers_words(
+    labels: dict[str, str], reasons: list[str]
+) -> None:
+    got = refusal(pod_with("metadata.labels", labels))
+    assert got.startswith("metadata.labels: Invalid value: ")
+    for reason in reasons:
+        assert reason in got
+
+
+def test_the_brief_example_word_for_word() -> None:
+    assert refusal(pod_with("metadata.labels", {"app": "väl"})) == (
+        'metadata.labels: Invalid value: "väl": a valid label must be an empty string or '
+        "consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+        "alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for "
+        "validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+    )
+
+
+def test_every_bad_label_is_reported() -> None:
+    got = refusal(pod_with("metadata.labels", {"ok": "1", "bad-1": "-", "bad-2": "-" * 64}))
+    assert got.count("metadata.labels: Invalid value: ") == 3  # "-" once, "-"*64 once per rule
+    assert got.startswith('metadata.labels: Invalid value: "-": ')
+
+
+def test_a_huge_bad_value_is_quoted_cut() -> None:
+    got = refusal(pod_with("metadata.labels", {"app": "x" * 100_000}))
+    assert f'Invalid value: "{"x" * 256}...": must be no more than 63 characters' in got
+    assert len(got) < 2000
+
+
+def test_node_selector_is_validated_as_labels() -> None:
+    got = refusal(pod_with("spec.nodeSelector", {"disk": "ssd!"}))
+    assert got == f'spec.nodeSelector: Invalid value: "ssd!": {LABEL_VALUE_REGEX_MSG}'
+    assert decode_pod(pod_with("spec.nodeSelector", {"disk": ""})).spec.node_selector == {
+        "disk": ""
+    }
+
+
+def test_a_template_spec_reused_still_has_its_node_selector_checked() -> None:
+    good = pod_with("spec.nodeSelector", {"disk": "ssd"})
+    decode(good)
+    bad = copy.deepcopy(good)
+    bad["spec"]["nodeSelector"] = {"disk": "ssd!"}
+    assert refusal(bad).startswith("spec.nodeSelector: Invalid value: ")
+
+
+@pytest.mark.parametrize(
+    ("obj", "subject"),
+    [
+        (make_node("n"), NODE_SUBJECT),
+        (make_pod_group("g", 2), "ksched.cluster.podgroups.default.g"),
+        (
+            {
+                "kind": "PodDisruptionBudget",
+                "spec": {"selector": {"matchLabels": {"a": "b"}}},
+            },
+            "ksched.cluster.pdbs.default.b",
+        ),
+    ],
+)
+def test_labels_of_every_kind_are_validated(obj: dict[str, Any], subject: str) -> None:
+    decode(obj, subject)
+    obj = copy.deepcopy(obj)
+    obj.setdefault("metadata", {})["labels"] = {"zone": "väl"}
+    assert refusal(obj, subject) == (
+        f'metadata.labels: Invalid value: "väl": {LABEL_VALUE_REGEX_MSG}'
+    )
 
 
 # --- quantities ---------------------------------------------------------------
