@@ -7,11 +7,13 @@ import copy
 import json
 from typing import Any
 
+import msgpack
 import pytest
 
 from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
 from shared.api.models import Pod
 from shared.cli.workload import make_node, make_pod, make_pod_group
+from shared.wire import pack
 
 POD_SUBJECT = "ksched.cluster.pods.default.p"
 NODE_SUBJECT = "ksched.cluster.nodes.n"
@@ -317,3 +319,87 @@ def test_node_quantities_are_bounded() -> None:
     node = make_node("n")
     node["status"]["allocatable"] = {"cpu": "1", "memory": 2**63}
     assert refusal(node, NODE_SUBJECT).startswith("status.allocatable.memory: quantity too large")
+
+
+# --- what msgpack can carry ---------------------------------------------------
+
+RANGE = "out of range (-2^63 .. 2^64-1)"
+
+
+@pytest.mark.parametrize("value", [2**63 - 1, 2**64 - 1, -(2**63), 0, 1.5e300, float("inf")])
+def test_numbers_msgpack_carries_are_accepted(value: Any) -> None:
+    ev = decode(pod_with("metadata.generation", value))
+    assert ev.raw["metadata"]["generation"] == value
+    pack(ev.raw)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        (
+            "metadata.generation",
+            2**64,
+            f"metadata.generation: integer 18446744073709551616 {RANGE}",
+        ),
+        (
+            "metadata.generation",
+            -(2**63) - 1,
+            f"metadata.generation: integer -9223372036854775809 {RANGE}",
+        ),
+        (
+            "spec.containers.0.livenessProbe",
+            {"periodSeconds": 10**40},
+            f"spec.containers[0].livenessProbe.periodSeconds: integer "
+            f"10000000000000000000...(41 digits) {RANGE}",
+        ),
+        ("spec.extra", [1, [2, 2**70]], f"spec.extra[1][1]: integer {2**70} {RANGE}"),
+        (
+            "metadata.annotations",
+            {"x": "\ud800"},
+            "metadata.annotations.x: invalid UTF-8 string",
+        ),
+        (
+            "metadata.annotations",
+            {"a\udfffb\n": "x"},
+            'metadata.annotations["a\\udfffb\\n"]: invalid UTF-8 string',
+        ),
+        (
+            "spec.containers.0.image",
+            "nginx\udc80",
+            "spec.containers[0].image: invalid UTF-8 string",
+        ),
+        ("status.message", "\ud83d", "status.message: invalid UTF-8 string"),
+    ],
+)
+def test_what_msgpack_cannot_carry_is_refused_with_its_path(
+    path: str, value: Any, reason: str
+) -> None:
+    assert refusal(pod_with(path, value)) == reason
+
+
+def test_a_valid_surrogate_pair_is_one_character() -> None:
+    ev = decode(pod_with("metadata.annotations", {"smile": "\U0001f600"}))
+    assert ev.raw["metadata"]["annotations"]["smile"] == "\U0001f600"
+
+
+def test_integer_of_too_many_digits_for_json_is_refused() -> None:
+    data = b'{"type":"ADDED","object":{"kind":"Pod","spec":{"priority":' + b"9" * 5000 + b"}}}"
+    with pytest.raises(BadEvent, match=r"^invalid JSON: Exceeds the limit"):
+        decode_cluster_event(POD_SUBJECT, data, None, 1)
+
+
+def test_msgpack_payloads_are_checked_too() -> None:
+    pod = make_pod("p")
+    pod["metadata"]["labels"] = {"app": "väl"}
+    data = msgpack.packb({"type": "ADDED", "object": pod})
+    with pytest.raises(BadEvent, match=r'^metadata\.labels: Invalid value: "väl"'):
+        decode_cluster_event(POD_SUBJECT, data, {"Content-Type": "application/msgpack"}, 1)
+
+
+def test_a_reason_is_always_sendable() -> None:
+    """A pydantic location carries the user's key: BadEvent keeps the reason on one line
+    (pydantic itself replaces a lone surrogate there)."""
+    got = refusal(pod_with("metadata.labels", {"a\ud800\nb": 5}))
+    assert got.startswith("metadata.labels.a")
+    assert got.endswith("\\nb: Input should be a valid string")
+    assert str(BadEvent("x\ud800\r\ny")) == "x\\ud800\\r\\ny"
