@@ -345,10 +345,16 @@ class ContainerImage(K8sModel):
     size_bytes: int = Field(default=0, ge=0)
 
 
+class NodeCondition(K8sModel):
+    type: str = ""
+    status: str = ""
+
+
 class NodeStatus(K8sModel):
     capacity: ResourceList = Field(default_factory=dict)
     allocatable: ResourceList | None = None
     images: list[ContainerImage] = Field(default_factory=list)
+    conditions: list[NodeCondition] = Field(default_factory=list)  # compared on updates
 
     @model_validator(mode="after")
     def _allocatable_defaults_to_capacity(self) -> NodeStatus:

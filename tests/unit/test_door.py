@@ -403,3 +403,16 @@ def test_a_reason_is_always_sendable() -> None:
     assert got.startswith("metadata.labels.a")
     assert got.endswith("\\nb: Input should be a valid string")
     assert str(BadEvent("x\ud800\r\ny")) == "x\\ud800\\r\\ny"
+
+
+# --- what routing reads of a node ---------------------------------------------
+
+
+def test_node_conditions_are_objects_with_string_fields() -> None:
+    """Routing compares the conditions of a node's versions: a malformed one is refused
+    at the door, not met there (found by test_door_property)."""
+    node = make_node("n")
+    node["status"]["conditions"] = [{"type": "Ready", "status": "True"}, None]
+    assert refusal(node, NODE_SUBJECT).startswith("status.conditions[1]: Input should be")
+    node["status"]["conditions"] = [{"type": ["Ready"], "status": "True"}]
+    assert refusal(node, NODE_SUBJECT).startswith("status.conditions[0].type: Input should be")
