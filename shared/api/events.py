@@ -26,8 +26,9 @@ from shared.api.models import (
     validate_subdomain,
 )
 from shared.api.pdb import PodDisruptionBudget
+from shared.api.validation import SHOWN_MAX, go_escape, go_quote, label_errors, show_number
 from shared.subjects import NODES_PREFIX, PDBS_PREFIX, PODGROUPS_PREFIX, PODS_PREFIX
-from shared.wire import DecodeError, decode_user_payload
+from shared.wire import DecodeError, decode_user_payload, pack
 
 Kind = Literal["node", "pod", "pdb", "podgroup"]
 ClusterObject = Node | Pod | PodDisruptionBudget | PodGroup
@@ -39,8 +40,21 @@ _MODELS: dict[str, type[ClusterObject]] = {
 }
 
 
+# The integers msgpack packs: int64 and uint64.
+PACKABLE_INT_MIN, PACKABLE_INT_MAX = -(2**63), 2**64 - 1
+
+
 class BadEvent(ValueError):
-    """An event ksched refuses; str(err) is the reason given to the publisher."""
+    """An event ksched refuses; str(err) is the reason given to the publisher.
+
+    The reason is always sendable: valid UTF-8 (a lone surrogate from the payload is
+    escaped) on one line.
+    """
+
+    def __init__(self, reason: str) -> None:
+        if not reason.isprintable():
+            reason = "".join(ch if ch.isprintable() else go_escape(ch) for ch in reason)
+        super().__init__(reason)
 
 
 @dataclass(frozen=True)
@@ -89,6 +103,8 @@ def decode_cluster_event(
         payload = decode_user_payload(data, headers)
     except DecodeError as err:
         raise BadEvent(str(err)) from None
+    except ValueError as err:  # json.loads: an integer of more than 4300 digits
+        raise BadEvent(f"invalid JSON: {str(err).split(':', 1)[0]}") from None
     if not isinstance(payload, dict):
         raise BadEvent("event must be an object {type, object}")
     etype = payload.get("type")
@@ -106,6 +122,8 @@ def decode_cluster_event(
         raise BadEvent(describe_validation_error(err)) from None
     except ValueError as err:
         raise BadEvent(str(err)) from None
+    _validate_labels(obj)
+    _check_packable(raw)
     return ClusterEvent(ref.kind, etype, obj, raw, subject, seq)
 
 
@@ -117,6 +135,65 @@ def _validate_names(obj: ClusterObject) -> None:
     else:
         validate_subdomain(obj.metadata.name, f"{obj.kind.lower()} name")
         validate_label(obj.metadata.namespace, "namespace")
+
+
+def _validate_labels(obj: ClusterObject) -> None:
+    """metadata.labels of every kind and a pod's spec.nodeSelector, as the API server
+    validates them."""
+    errors = label_errors(obj.metadata.labels, "metadata.labels")
+    if isinstance(obj, Pod):
+        errors += label_errors(obj.spec.node_selector, "spec.nodeSelector")
+    if errors:
+        raise BadEvent("; ".join(errors))
+
+
+def _check_packable(raw: dict[str, Any]) -> None:
+    """Every internal hop packs the object with msgpack: refuse one it cannot carry
+    (an integer beyond 64 bits, a string that is not UTF-8). Packing is the check;
+    finding what failed, the slow walk, is for refused objects only."""
+    try:
+        pack(raw)
+    except Exception as err:  # msgpack raises several unrelated types
+        raise BadEvent(_unpackable(raw) or f"object cannot be packed: {err}") from None
+
+
+def _unpackable(value: Any, path: str = "") -> str | None:
+    """The first part of `value` msgpack cannot pack, as "<path>: <why>"; None if none."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return f"{path or '(object)'}: invalid UTF-8 string"
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if PACKABLE_INT_MIN <= value <= PACKABLE_INT_MAX:
+            return None
+        return f"{path or '(object)'}: integer {show_number(value)} out of range (-2^63 .. 2^64-1)"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            child = _key_path(path, key)
+            problem = _unpackable(key, child) or _unpackable(item, child)
+            if problem:
+                return problem
+        return None
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            problem = _unpackable(item, f"{path}[{i}]")
+            if problem:
+                return problem
+        return None
+    try:
+        pack(value)
+    except Exception:
+        return f"{path or '(object)'}: a {type(value).__name__} cannot be packed"
+    return None
+
+
+def _key_path(path: str, key: Any) -> str:
+    if isinstance(key, str) and key.isprintable():
+        return f"{path}.{key}" if path else key
+    shown = go_quote(key, SHOWN_MAX) if isinstance(key, str) else repr(key)
+    return f"{path}[{shown}]"
 
 
 def _fill_names(raw: dict[str, Any], ref: SubjectRef) -> dict[str, Any]:

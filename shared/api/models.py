@@ -7,7 +7,6 @@ errors name the field (see `describe_validation_error`).
 
 from __future__ import annotations
 
-import re
 from fractions import Fraction
 from typing import Annotated, Any, Literal
 
@@ -24,14 +23,10 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from shared.api.quantity import QuantityError, parse_nonnegative
+from shared.api.validation import int32, is_dns1123_label, is_dns1123_subdomain
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 DEFAULT_NAMESPACE = "default"
-
-_DNS1123_SUBDOMAIN = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def _quantity(value: Any) -> Fraction:
@@ -49,7 +44,7 @@ ResourceList = dict[str, Quantity]
 # Names are checked where objects enter ksched (shared.api.events), as the API
 # server does on create; internal paths and test vectors carry names as given.
 def validate_subdomain(name: str, what: str) -> str:
-    if not name or len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
+    if not is_dns1123_subdomain(name):
         raise ValueError(
             f"invalid {what} {name!r}: must be a DNS-1123 subdomain (lowercase alphanumerics, "
             "'-' or '.', starting and ending with an alphanumeric, at most 253 characters)"
@@ -58,7 +53,7 @@ def validate_subdomain(name: str, what: str) -> str:
 
 
 def validate_label(name: str, what: str) -> str:
-    if not name or len(name) > 63 or not _DNS1123_LABEL.match(name):
+    if not is_dns1123_label(name):
         raise ValueError(
             f"invalid {what} {name!r}: must be a DNS-1123 label (lowercase alphanumerics or "
             "'-', starting and ending with an alphanumeric, at most 63 characters)"
@@ -254,8 +249,8 @@ class PodSpec(K8sModel):
 
     @field_validator("priority", mode="before")
     @classmethod
-    def _null_priority(cls, value: Any) -> Any:
-        return 0 if value is None else value
+    def _int32_priority(cls, value: Any) -> Any:
+        return 0 if value is None else int32(value)  # an int32 in the API
 
 
 class PodCondition(K8sModel):
@@ -350,10 +345,16 @@ class ContainerImage(K8sModel):
     size_bytes: int = Field(default=0, ge=0)
 
 
+class NodeCondition(K8sModel):
+    type: str = ""
+    status: str = ""
+
+
 class NodeStatus(K8sModel):
     capacity: ResourceList = Field(default_factory=dict)
     allocatable: ResourceList | None = None
     images: list[ContainerImage] = Field(default_factory=list)
+    conditions: list[NodeCondition] = Field(default_factory=list)  # compared on updates
 
     @model_validator(mode="after")
     def _allocatable_defaults_to_capacity(self) -> NodeStatus:

@@ -119,11 +119,22 @@ def _parse_text(text: str, field: str, value: object) -> Fraction:
     return -result if match["sign"] == "-" else result
 
 
+# The largest quantity whose milli-value (ceil(q * 1000)) is an int64, as ksched's
+# accounting (millicores, bytes) and its msgpack messages need.
+MAX_MILLI_VALUE = 2**63 - 1
+MAX_QUANTITY = Fraction(MAX_MILLI_VALUE, 1000)
+
+
 def parse_nonnegative(value: str | int | float, *, field: str = "quantity") -> Fraction:
-    """Parse a quantity that must be >= 0 (requests, limits, allocatable, overhead)."""
+    """Parse a quantity that must be >= 0 and at most MAX_QUANTITY (requests, limits,
+    allocatable, overhead)."""
     result = parse_quantity(value, field=field)
     if result < 0:
         raise QuantityError(f"{field}: must be non-negative, got {_show(value)}")
+    if result > MAX_QUANTITY:
+        raise QuantityError(
+            f"{field}: quantity too large: {_show(value)} (its milli-value exceeds 2^63-1)"
+        )
     return result
 
 

@@ -21,91 +21,16 @@ from shared.api.models import (
     NodeSelectorTerm,
     PreferredSchedulingTerm,
 )
+from shared.api.validation import (
+    go_quote,
+    invalid,
+    label_value_errors,
+    qualified_name_errors,
+)
 
 OBJECT_NAME_FIELD = "metadata.name"  # metav1.ObjectNameField, the only node field
 
-# --- apimachinery/pkg/util/validation ---------------------------------------
-
-_QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QUALIFIED_NAME_MSG = (
-    "must consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_LABEL_VALUE_FMT = f"({_QUALIFIED_NAME_FMT})?"
-_LABEL_VALUE_MSG = (
-    "a valid label must be an empty string or consist of alphanumeric characters, "
-    "'-', '_' or '.', and must start and end with an alphanumeric character"
-)
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT = f"{_DNS1123_LABEL_FMT}(\\.{_DNS1123_LABEL_FMT})*"
-_DNS1123_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-    "'-' or '.', and must start and end with an alphanumeric character"
-)
-_QUALIFIED_NAME_RE = re.compile(_QUALIFIED_NAME_FMT)
-_LABEL_VALUE_RE = re.compile(_LABEL_VALUE_FMT)
-_DNS1123_SUBDOMAIN_RE = re.compile(_DNS1123_SUBDOMAIN_FMT)
 _GO_INT_RE = re.compile(r"[+-]?[0-9]+")  # strconv.ParseInt(s, 10, 64): no spaces, no '_'
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    """validation.RegexError, double spaces included."""
-    shown = "".join(f"{' or ' if i else ''}'{e}', " for i, e in enumerate(examples))
-    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def _byte_len(value: str) -> int:
-    return len(value.encode())  # Go's len(string)
-
-
-def _dns1123_subdomain_errors(value: str) -> list[str]:
-    errs = []
-    if _byte_len(value) > 253:
-        errs.append("must be no more than 253 characters")
-    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
-        errs.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errs
-
-
-def qualified_name_errors(value: str) -> list[str]:
-    """validation.IsQualifiedName: [DNS-subdomain prefix '/'] name of at most 63 characters."""
-    errs: list[str] = []
-    parts = value.split("/")
-    if len(parts) > 2:
-        return [
-            "a qualified name "
-            + _regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    name = parts[-1]
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            errs += [f"prefix part {m}" for m in _dns1123_subdomain_errors(prefix)]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif _byte_len(name) > 63:
-        errs.append("name part must be no more than 63 characters")
-    if not _QUALIFIED_NAME_RE.fullmatch(name):
-        errs.append(
-            "name part "
-            + _regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
-        )
-    return errs
-
-
-def label_value_errors(value: str) -> list[str]:
-    """validation.IsValidLabelValue: empty, or at most 63 qualified-name characters."""
-    errs = []
-    if _byte_len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _LABEL_VALUE_RE.fullmatch(value):
-        errs.append(
-            _regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345")
-        )
-    return errs
 
 
 def parse_int64(text: str) -> int | None:
@@ -119,21 +44,6 @@ def parse_int64(text: str) -> int | None:
 # --- field.Error formatting --------------------------------------------------
 
 
-def go_quote(value: str) -> str:
-    """strconv.Quote for the characters label keys and values realistically hold."""
-    out = []
-    for ch in value:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch in "\n\t\r":
-            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
 def _go_strings(values: Sequence[str]) -> str:
     """%#v of a []string ([]string(nil) for none: the field was left out)."""
     if not values:
@@ -143,11 +53,6 @@ def _go_strings(values: Sequence[str]) -> str:
 
 def _child(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
-
-
-def invalid(path: str, shown: str, detail: str) -> str:
-    """field.Invalid(path, value, detail).Error(); `shown` is the value as Go prints it."""
-    return f"{path}: Invalid value: {shown}: {detail}"
 
 
 def not_supported(path: str, value: str, supported: Sequence[str] = ()) -> str:

@@ -10,13 +10,13 @@ The resource-allocation scorer here is shared with NodeResourcesBalancedAllocati
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from shared.api.validation import qualified_name_errors
 from shared.config import ConfigError
 from shared.framework.columns import SAFE_AMOUNT, BoolArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
@@ -68,10 +68,6 @@ def insufficient_reason(resource: str) -> str:
 
 # --- resource names (k8s.io/kubernetes/pkg/apis/core/v1/helper) ---------------
 
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
 _RESOURCE_DEFAULT_NAMESPACE_PREFIX = "kubernetes.io/"
 _DEFAULT_RESOURCE_REQUESTS_PREFIX = "requests."
 _HUGEPAGES_PREFIX = "hugepages-"
@@ -80,16 +76,7 @@ _ATTACHABLE_VOLUMES_PREFIX = "attachable-volumes-"
 
 def is_qualified_name(value: str) -> bool:
     """validation.IsQualifiedName: [DNS-subdomain prefix '/'] name of at most 63 characters."""
-    parts = value.split("/")
-    if len(parts) == 2:
-        prefix, name = parts
-        if not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
-            return False
-    elif len(parts) == 1:
-        name = parts[0]
-    else:
-        return False
-    return 0 < len(name) <= 63 and _QUALIFIED_NAME.match(name) is not None
+    return not qualified_name_errors(value)
 
 
 def is_prefixed_native_resource(name: str) -> bool:

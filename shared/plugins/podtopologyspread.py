@@ -12,7 +12,6 @@ ScorePlugin (+ NormalizeScore), EnqueueExtensions.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -26,6 +25,7 @@ from shared.api.models import (
     TopologySpreadConstraint,
     describe_validation_error,
 )
+from shared.api.validation import qualified_name_errors
 from shared.framework.columns import BoolArray, FloatArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.interface import (
@@ -646,10 +646,6 @@ _CONSTRAINT_FIELDS = (
     "nodeTaintsPolicy",
     "matchLabelKeys",
 )
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
 
 
 def new(args: dict[str, Any], handle: Handle) -> PodTopologySpread:
@@ -727,11 +723,7 @@ def _validate_topology_key(path: str, key: Any) -> None:
         raise arg_error(NAME, path, "Required value: can not be empty")
     if not isinstance(key, str):
         raise arg_error(NAME, path, f"Invalid value: {key!r}: must be a string")
-    prefix, _, name = key.rpartition("/")
-    ok = len(name) <= 63 and _QUALIFIED_NAME.match(name) is not None
-    if "/" in key:
-        ok = ok and 0 < len(prefix) <= 253 and _DNS1123_SUBDOMAIN.match(prefix) is not None
-    if not ok:
+    if qualified_name_errors(key):
         raise arg_error(
             NAME, path, f'Invalid value: "{key}": must be a valid label key ([prefix/]name)'
         )
