@@ -116,6 +116,48 @@ async def test_large_pods_behind_a_backlog_and_one_too_large_for_any_message(
     assert not tracker.unschedulable()
 
 
+# --- values past the API's limits ------------------------------------------------------
+
+
+async def test_values_past_the_api_limits_are_refused_and_never_stop_scheduling(
+    stack: LocalStack, client: tuple[NATS, PodTracker]
+) -> None:
+    """An integer msgpack cannot carry (>= 2^64), in a pod's priority and a node's
+    metadata, a label value outside the label grammar, a lone surrogate: each refused
+    on ksched.errors with a reason naming the field; ordinary pods keep binding."""
+    nc, tracker = client
+    js = nc.jetstream()
+    await publish_all(js, nodes(2))
+    huge = make_pod("huge-priority")
+    huge["spec"]["priority"] = 2**64
+    int32 = make_pod("int32-priority")
+    int32["spec"]["priority"] = 2**31
+    node = make_node("huge-generation")
+    node["metadata"]["generation"] = 2**64
+    label = make_pod("bad-label", labels={"app": "väl"})
+    surrogate = dump_json({"type": "ADDED", "object": make_pod("surrogate")}).replace(
+        b'"app":"surrogate"', b'"app":"\\ud800"'
+    )
+    bad = {
+        pod_subject("default", "huge-priority"): {"type": "ADDED", "object": huge},
+        pod_subject("default", "int32-priority"): {"type": "ADDED", "object": int32},
+        "ksched.cluster.nodes.huge-generation": {"type": "ADDED", "object": node},
+        pod_subject("default", "bad-label"): {"type": "ADDED", "object": label},
+        pod_subject("default", "surrogate"): surrogate,
+    }
+    for subject, event in bad.items():
+        await publish_raw(js, subject, event)
+    await publish_all(js, [make_pod(f"ok-{i}") for i in range(10)])
+    assert await tracker.wait_until(lambda t: len(t.bound()) == 10, timeout=60), tracker.bound()
+    reasons = {s: await error_reason(js, s) for s in bad}
+    assert "spec.priority" in reasons[pod_subject("default", "huge-priority")]
+    assert "spec.priority" in reasons[pod_subject("default", "int32-priority")]
+    assert "metadata.generation" in reasons["ksched.cluster.nodes.huge-generation"]
+    assert "metadata.labels" in reasons[pod_subject("default", "bad-label")]
+    assert "metadata.labels" in reasons[pod_subject("default", "surrogate")]
+    assert not set(tracker.bound()) & {"default/huge-priority", "default/int32-priority"}
+
+
 # --- updates the API server refuses -----------------------------------------------------
 
 
