@@ -13,6 +13,9 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import Header
 
+from shared.runtime import failpoints, progress
+from shared.runtime.progress import Progress
+
 log = logging.getLogger("ksched.consume")
 
 
@@ -29,6 +32,8 @@ REFUSED_PAUSE = 0.1  # before the next request, after the server refused one
 # JetStream pull statuses: the request expired; it was refused or cut (e.g. the consumer
 # was deleted); an idle heartbeat. A no-wait request also ends with 404 (no messages).
 _TIMEOUT, _CONFLICT, _HEARTBEAT = "408", "409", "100"
+
+BACKLOG_POLL_SECONDS = 2.0  # how often the consumer's pending count is read
 
 
 _ACK_V1_TOKENS = 9  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
@@ -143,12 +148,19 @@ async def consume_batches(
     stopping: asyncio.Event,
     *,
     batch: int,
+    tracker: Progress | None = None,
 ) -> None:
     """Fetch up to `batch` messages at a time and hand them over until `stopping` is set.
 
     A lost connection is waited out (nats-py reconnects); the batch being
-    handled when the loop stops is finished first.
+    handled when the loop stops is finished first. Each `handle` call is a unit of
+    work of the process's progress tracker (`tracker`, else the one the runtime
+    installed), and the consumer's pending count its backlog (runtime/progress.py).
     """
+    tracker = tracker if tracker is not None else progress.current()
+    consumer = f"consumer {psub._consumer}"
+    handling = f"handling a batch from {consumer}"
+    polling = asyncio.create_task(_poll_backlog(psub, tracker, consumer))
     feed = PullFeed(psub, batch)
     try:
         while not stopping.is_set():
@@ -161,8 +173,29 @@ async def consume_batches(
             # An open request that ended without a message gives none: nothing to hand
             # over (the handlers ack the batch's last message).
             if msgs:
-                await handle(msgs)
+                with tracker.work(handling):
+                    await failpoints.hit("consume.handle")
+                    await handle(msgs)
     finally:
+        polling.cancel()
+        tracker.backlog(consumer, 0)
         # Without this, draining the connection waits on the idle pull subscription.
         with contextlib.suppress(Exception):
             await psub.unsubscribe()
+
+
+async def _poll_backlog(
+    psub: JetStreamContext.PullSubscription, tracker: Progress, consumer: str
+) -> None:
+    """The consumer's pending messages as the tracker's backlog, every few seconds; a
+    failed read keeps the last count (a backlog nothing drains stays one)."""
+    while True:
+        try:
+            info = await psub.consumer_info()
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            log.debug("consumer info of %s: %s", consumer, err)
+        else:
+            tracker.backlog(consumer, info.num_pending or 0)
+        await asyncio.sleep(BACKLOG_POLL_SECONDS)

@@ -8,9 +8,13 @@ a try is atomic) and expired by Redis itself. The leader's writes go through
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import sys
 import threading
 import time
+from collections.abc import Callable
 from importlib.resources import files
 from typing import Any
 
@@ -33,11 +37,18 @@ class Fenced(RuntimeError):
     """A newer leader exists: this process's writes are refused."""
 
 
+Stalled = Callable[[float], str | None]  # runtime/progress.py Progress.stalled
+
+
 class LeaderElector:
     """Stands by and takes the lease on the event loop; renews it from a thread of its
     own when given a synchronous client (`renewer`), as kube's elector runs beside the
     scheduling loop: a handler that holds the loop for a while (a large assume batch
-    on a busy machine) must not cost the lease. Fencing still guards every write."""
+    on a busy machine) must not cost the lease. Fencing still guards every write.
+
+    A live thread is not progress: before each renewal the leader asks `stalled`
+    (runtime/progress.py, given the monotonic time) and, found stalled at two
+    renewals in a row, releases its lease at once and counts it as lost."""
 
     def __init__(
         self,
@@ -46,6 +57,7 @@ class LeaderElector:
         identity: str,
         config: LeaseConfig,
         renewer: SyncRedis | None = None,
+        stalled: Stalled | None = None,
     ) -> None:
         self.redis = redis
         self.service = service
@@ -57,6 +69,8 @@ class LeaderElector:
         self._write = redis.register_script(_FENCED_WRITE)
         self._renewer = renewer
         self._acquire_sync = renewer.register_script(_ACQUIRE) if renewer is not None else None
+        self._release_sync = renewer.register_script(_RELEASE) if renewer is not None else None
+        self._stalled = stalled
 
     def _args(self) -> list[str | int]:
         lease = self.lease
@@ -97,6 +111,13 @@ class LeaderElector:
         if self._renewer is None:
             while not self.lost.is_set():
                 await asyncio.sleep(self.lease.next_try_in(time.monotonic()))
+                reason = self._stall()
+                if reason is not None:
+                    self._giving_up(reason)
+                    await self.release()
+                    self.lease.give_up()
+                    self.lost.set()
+                    break
                 await self.try_once()
         else:
             stop = threading.Event()
@@ -119,6 +140,13 @@ class LeaderElector:
     def _renew_forever(self, loop: asyncio.AbstractEventLoop, stop: threading.Event) -> None:
         assert self._acquire_sync is not None
         while not stop.wait(self.lease.next_try_in(time.monotonic())):
+            reason = self._stall()
+            if reason is not None:
+                self._giving_up(reason)
+                self._release_now()
+                self.lease.give_up()
+                self._tell_loop(loop, stop)
+                return
             try:
                 raw = self._acquire_sync(keys=self._keys, args=self._args())
             except Exception as err:
@@ -129,11 +157,54 @@ class LeaderElector:
                 loop.call_soon_threadsafe(self.lost.set)
                 return
 
+    def _stall(self) -> str | None:
+        """Why this leader must give its lease up (runtime/lease.py Lease.stalled)."""
+        if self._stalled is None:
+            return None
+        reason = self._stalled(time.monotonic())
+        return reason if self.lease.stalled(reason) else None
+
+    def _giving_up(self, reason: str) -> None:
+        log.error(
+            "%s: no progress, giving up the lease (epoch %d): %s",
+            self.service,
+            self.lease.epoch,
+            reason,
+            extra={"reason": reason},
+        )
+
+    def _release_args(self) -> list[str | int]:
+        return [self.lease.identity, self.lease.epoch]
+
+    def _release_now(self) -> None:
+        """From the lease thread: hand the lease back so a standby takes over at its
+        next try (else it lapses by itself within a lease duration)."""
+        assert self._release_sync is not None
+        try:
+            self._release_sync(keys=self._keys[:1], args=self._release_args())
+            log.info("%s: lease released", self.service)
+        except Exception as err:
+            log.warning("%s: lease release failed: %s", self.service, err)
+
+    def _tell_loop(self, loop: asyncio.AbstractEventLoop, stop: threading.Event) -> None:
+        """Set `lost` on the loop, which then aborts the service. A loop that does not
+        take it within the renew deadline is blocked for good: exit from here, as the
+        loop would (its successor already leads; fencing refuses the rest)."""
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the process ends
+            loop.call_soon_threadsafe(self.lost.set)
+        if stop.wait(self.lease.config.renew_deadline):
+            return
+        log.critical("%s: the event loop is blocked and cannot stop; exiting", self.service)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(1)
+
     async def release(self) -> None:
         if not self.lease.leading:
             return
         try:
-            await self._release(keys=self._keys[:1], args=[self.lease.identity, self.lease.epoch])
+            await self._release(keys=self._keys[:1], args=self._release_args())
             log.info("%s: lease released", self.service)
         except Exception as err:  # it lapses by itself
             log.warning("%s: lease release failed: %s", self.service, err)

@@ -31,6 +31,8 @@ _REASONS = {
 }
 
 ReadyCheck = Callable[[], Awaitable[tuple[bool, str]]]
+# Why the process is not live (it makes no progress: runtime/progress.py), or None.
+LiveCheck = Callable[[], str | None]
 
 
 @dataclass
@@ -83,12 +85,14 @@ class HealthServer:
         port: int,
         registry: CollectorRegistry,
         ready: ReadyCheck,
+        live: LiveCheck | None = None,
         readiness_timeout: float = 2.0,
     ) -> None:
         self._host = host
         self._port = port
         self._registry = registry
         self._ready = ready
+        self._live = live
         self._readiness_timeout = readiness_timeout
         self._server: asyncio.Server | None = None
         # Python 3.11's Server.close() leaves open connections alone; we cancel them ourselves.
@@ -164,8 +168,10 @@ class HealthServer:
         return await handler()
 
     async def _livez(self) -> Response:
-        # Answering at all proves the event loop is turning, which is what liveness means here.
-        return text(200, "ok")
+        # Answering at all proves the event loop is turning; `live` says whether the
+        # process gets anywhere with its work (a stuck handler, a backlog nobody drains).
+        stalled = self._live() if self._live is not None else None
+        return text(200, "ok") if stalled is None else text(503, f"stalled: {stalled}")
 
     async def _readyz(self) -> Response:
         try:

@@ -6,6 +6,7 @@ with what each try at the lease saw; the Redis side is runtime/elector.py.
     STANDBY --acquired--> LEADING --renewed--> LEADING
        ^                     |
        |                     +--held by another / lapsed / renew deadline passed--> LOST
+       |                     +--stalled at two renewals in a row (gives it up)----> LOST
        +-- (a LOST process exits; restarted, it stands by again)
 
 - lease duration: how long a lease lasts after its last renewal; a standby takes
@@ -14,6 +15,10 @@ with what each try at the lease saw; the Redis side is runtime/elector.py.
   its lease can lapse and a standby take over (renew deadline < lease duration).
 - retry period: how often a leader renews and a standby tries (a standby also
   tries as soon as the holder's lease is due to lapse).
+
+- progress: before each renewal the leader checks that its service makes progress
+  (runtime/progress.py); a leader found stalled at two renewals in a row releases
+  its lease, so that a standby takes over, instead of holding it while wedged.
 
 Every acquisition hands out a new epoch; the leader's writes carry it and are
 refused once a newer epoch exists (fencing), so even a leader that has not yet
@@ -66,13 +71,21 @@ class LeaseConfig:
             ("renew_deadline", "KSCHED_LEADER_ELECT_RENEW_DEADLINE"),
             ("retry_period", "KSCHED_LEADER_ELECT_RETRY_PERIOD"),
         ):
-            raw = env.get(var, "")
-            if raw:
-                try:
-                    values[field] = float(raw.removesuffix("s"))
-                except ValueError:
-                    raise ValueError(f"{var} must be a number of seconds, got {raw!r}") from None
+            value = seconds(env, var)
+            if value is not None:
+                values[field] = value
         return cls(**values)
+
+
+def seconds(env: Mapping[str, str], var: str) -> float | None:
+    """A duration setting, `"15"` or `"15s"`; None when unset."""
+    raw = env.get(var, "")
+    if not raw:
+        return None
+    try:
+        return float(raw.removesuffix("s"))
+    except ValueError:
+        raise ValueError(f"{var} must be a number of seconds, got {raw!r}") from None
 
 
 def identity(env: Mapping[str, str] | None = None) -> str:
@@ -104,6 +117,7 @@ class Lease:
         self.holder = ""
         self.renewed_at = 0.0
         self._remaining = 0.0
+        self._stall_seen = False
 
     @property
     def leading(self) -> bool:
@@ -120,6 +134,19 @@ class Lease:
         elif self.role is Role.LEADING:
             self.role = Role.LOST  # another holder, or our lease lapsed
         self.failed(now)
+
+    def stalled(self, reason: str | None) -> bool:
+        """What the progress check before a renewal found (None: progress). True when
+        this leader must give its lease up: stalled at this renewal and at the one
+        before (a retry period apart), so that probes see the stall first and a unit
+        of work that ends just past the limit costs no failover."""
+        give_up = reason is not None and self._stall_seen and self.role is Role.LEADING
+        self._stall_seen = reason is not None
+        return give_up
+
+    def give_up(self) -> None:
+        """Released for want of progress: final, like any loss."""
+        self.role, self.holder = Role.LOST, ""
 
     def failed(self, now: float) -> None:
         """A try that reached no verdict (Redis unreachable): a leader keeps its role

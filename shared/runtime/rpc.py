@@ -11,6 +11,8 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from shared.runtime import progress
+from shared.runtime.progress import Progress
 from shared.wire import Chunk, DecodeError, body_limit, pack, pack_chunks, unpack
 
 log = logging.getLogger("ksched.rpc")
@@ -24,18 +26,39 @@ class RemoteError(RuntimeError):
 
 
 async def serve(
-    nc: NATS, subject: str, handler: Handler, *, queue: str = "", concurrent: bool = True
+    nc: NATS,
+    subject: str,
+    handler: Handler,
+    *,
+    queue: str = "",
+    concurrent: bool = True,
+    tracked: bool = True,
+    tracker: Progress | None = None,
 ) -> Subscription:
     """Answer requests on `subject`; a bad request gets an error reply, never a crash.
 
     `concurrent` runs each request in its own task (needed for long polls);
     otherwise requests are handled one after another in arrival order.
+
+    Each handler call is a unit of work of the process's progress tracker
+    (`tracker`, else the one the runtime installed; runtime/progress.py): one that
+    lasts past the stall limit makes the service unhealthy and a leader give up
+    its lease. A long poll waits by design, so its subject is served with
+    `tracked=False` (the queue's pop, which waits up to 30 s for pods).
     """
     tasks: set[asyncio.Task[None]] = set()
+    tracker = tracker if tracker is not None else progress.current()
+    what = f"answering a request on {subject}"
+
+    async def tracked_call(body: Any) -> Any:
+        with tracker.work(what):
+            return await handler(body)
+
+    call: Handler = tracked_call if tracked else handler
 
     async def answer(msg: Msg) -> None:
         try:
-            reply = await handler(unpack(msg.data))
+            reply = await call(unpack(msg.data))
         except DecodeError as err:
             reply = {"error": str(err)}
         except Exception as err:

@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from typing import Protocol
 
 import redis.asyncio as aioredis
@@ -18,6 +19,7 @@ from nats.micro.service import Service
 from prometheus_client import CollectorRegistry, Gauge
 
 from shared.config import ConfigError, SchedulerConfiguration, load_config
+from shared.runtime import progress
 from shared.runtime.connections import (
     connect_nats,
     connect_redis,
@@ -29,6 +31,7 @@ from shared.runtime.elector import FencedBatch, LeaderElector
 from shared.runtime.http import HealthServer
 from shared.runtime.lease import LEADER_ELECTED
 from shared.runtime.logs import setup_logging
+from shared.runtime.progress import Progress
 from shared.runtime.retry import retry_forever
 from shared.runtime.settings import Settings
 
@@ -51,6 +54,11 @@ class Runtime:
         # Set by the service's logic once it listens (subscriptions, consumers): before
         # that, a request to it would find no responder, so /readyz says not ready.
         self.serving = asyncio.Event()
+        # Whether the process makes progress (runtime/progress.py): the consumers and
+        # request handlers of runtime/consume.py and runtime/rpc.py report to it.
+        self.progress = Progress(settings.stall_seconds)
+        progress.install(self.progress)
+        self._heartbeat: asyncio.Task[None] | None = None
         # watcher, queue and cache work only while they hold their service's lease
         self.elector: LeaderElector | None = None
         if settings.service in LEADER_ELECTED:
@@ -59,7 +67,12 @@ class Runtime:
                 settings.redis_url, settings.credentials, timeout=max(lease.retry_period, 0.5)
             )
             self.elector = LeaderElector(
-                self.redis, settings.service, settings.identity, lease, renewer
+                self.redis,
+                settings.service,
+                settings.identity,
+                lease,
+                renewer,
+                stalled=self.progress.stalled,
             )
         self.leader_status = Gauge(
             "leader_election_master_status",
@@ -67,6 +80,18 @@ class Runtime:
             ["name"],
             registry=self.registry,
         )
+        Gauge(
+            "ksched_progress_age_seconds",
+            "Longest time without progress on work this process has (a unit of work in"
+            " progress, a backlog, the event loop's heartbeat); stalled past"
+            " KSCHED_STALL_SECONDS",
+            registry=self.registry,
+        ).set_function(lambda: self.progress.age(time.monotonic()))
+        Gauge(
+            "ksched_event_loop_lag_seconds",
+            "How late the event loop's last heartbeat ticked",
+            registry=self.registry,
+        ).set_function(lambda: self.progress.lag)
         # The instance's nats.micro service (discovery.py), started with the connection;
         # a service may add endpoints to it and set what $SRV.STATS reports.
         self.micro: Service | None = None
@@ -76,9 +101,11 @@ class Runtime:
             port=settings.http_port,
             registry=self.registry,
             ready=self.ready,
+            live=self.stalled,
         )
 
     async def start(self) -> None:
+        self._heartbeat = asyncio.create_task(self.progress.heartbeat())
         # Health first, so that /livez answers while we wait for servers.
         port = await self.http.start()
         log.info("http on port %d", port, extra={"http_port": port})
@@ -114,7 +141,14 @@ class Runtime:
             await self.elector.acquire()
             self.leader_status.labels(self.settings.service).set(1)
 
+    def stalled(self) -> str | None:
+        """Why this process makes no progress (runtime/progress.py), or None."""
+        return self.progress.stalled(time.monotonic())
+
     async def ready(self) -> tuple[bool, str]:
+        stalled = self.stalled()
+        if stalled is not None:
+            return False, f"stalled: {stalled}"
         if self.elector is not None and not self.elector.lease.leading:
             # a standby is ready to take over; /metrics tells leader from standby
             return self.nc.is_connected, f"standby (leader {self.elector.lease.holder or '-'})"
@@ -131,13 +165,19 @@ class Runtime:
     async def abort(self) -> None:
         """A deposed leader: drop the connections without delivering what is buffered."""
         self.leader_status.labels(self.settings.service).set(0)
+        self._stop_heartbeat()
         if self.elector is not None:
             self.elector.close()
         for close in (self.nc.close, self.redis.aclose, self.http.stop):
             with contextlib.suppress(Exception):
                 await close()
 
+    def _stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+
     async def close(self) -> None:
+        self._stop_heartbeat()
         if self.micro is not None:
             with contextlib.suppress(Exception):
                 await self.micro.stop()

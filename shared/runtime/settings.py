@@ -7,7 +7,10 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, Field, field_validator
 
-from shared.runtime.lease import LeaseConfig, identity
+from shared.runtime.lease import LeaseConfig, identity, seconds
+from shared.runtime.progress import DEFAULT_STALL_SECONDS, HEARTBEAT_SECONDS
+
+MIN_STALL_SECONDS = 1.0
 
 # Default HTTP port per service; KSCHED_HTTP_PORT overrides, 0 picks a free one.
 DEFAULT_HTTP_PORTS: dict[str, int] = {
@@ -71,6 +74,9 @@ class Settings(BaseModel):
     # leader election of watcher, queue and cache (runtime/lease.py)
     leader_election: LeaseConfig = Field(default_factory=LeaseConfig)
     identity: str = ""
+    # how long without progress makes a service unhealthy and a leader step down
+    # (runtime/progress.py); 0 turns the check off
+    stall_seconds: float = DEFAULT_STALL_SECONDS
     credentials: Credentials = Field(default_factory=Credentials)
 
     @field_validator("nats_urls")
@@ -79,6 +85,16 @@ class Settings(BaseModel):
         if not urls:
             raise ValueError("KSCHED_NATS_URL names no server")
         return urls
+
+    @field_validator("stall_seconds")
+    @classmethod
+    def _stall_limit(cls, limit: float) -> float:
+        if limit < 0 or 0 < limit < MIN_STALL_SECONDS:
+            raise ValueError(
+                f"KSCHED_STALL_SECONDS must be 0 (off) or at least {MIN_STALL_SECONDS:g} s "
+                f"(the event loop's heartbeat ticks every {HEARTBEAT_SECONDS:g} s), got {limit:g}"
+            )
+        return limit
 
     @classmethod
     def from_env(cls, service: str, env: Mapping[str, str] | None = None) -> Settings:
@@ -89,6 +105,7 @@ class Settings(BaseModel):
             http_port = int(port)
         except ValueError:
             raise ValueError(f"KSCHED_HTTP_PORT must be a port number, got {port!r}") from None
+        stall = seconds(env, "KSCHED_STALL_SECONDS")
         return cls(
             service=service,
             nats_urls=[u.strip() for u in urls.split(",") if u.strip()],
@@ -99,5 +116,6 @@ class Settings(BaseModel):
             log_level=env.get("KSCHED_LOG_LEVEL", "info"),
             leader_election=LeaseConfig.from_env(env),
             identity=identity(env),
+            stall_seconds=DEFAULT_STALL_SECONDS if stall is None else stall,
             credentials=Credentials.from_env(env),
         )

@@ -5,6 +5,7 @@ is lost or bound twice."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import signal
 import time
 from collections.abc import Iterator
@@ -73,6 +74,44 @@ async def test_a_leader_whose_event_loop_stalls_keeps_its_lease(
     a.fence()  # stops the thread too
     await holding
     renewer.close()
+
+
+def wedged(now: float) -> str:
+    return "handling a batch for 99 s (stall limit 3 s)"
+
+
+@pytest.mark.parametrize("threaded", [True, False], ids=["lease thread", "event loop"])
+async def test_a_stalled_leader_releases_its_lease_and_counts_it_lost(
+    redis: aioredis.Redis, redis_server: Server, threaded: bool
+) -> None:
+    """No progress (the tracker's stalled() gives a reason at two renewals in a row):
+    the leader deletes its lease at once, so a standby takes over at its next try
+    instead of after the lease duration, and the leader's `lost` is set."""
+    renewer = SyncRedis(port=redis_server.port, socket_timeout=0.5) if threaded else None
+    a = LeaderElector(redis, "watcher", "a", FAST, renewer, stalled=wedged)
+    b = LeaderElector(redis, "watcher", "b", FAST)
+    await a.acquire()
+    await asyncio.wait_for(a.hold(), 5 * FAST.retry_period)
+    assert a.lost.is_set() and a.lease.role is Role.LOST
+    assert await redis.exists(keys.lease_key("watcher")) == 0  # released, not lapsing
+    await b.try_once()
+    assert (b.lease.role, b.lease.epoch) == (Role.LEADING, a.lease.epoch + 1)
+    a.close()
+
+
+async def test_a_stall_that_clears_by_the_next_renewal_keeps_the_lease(
+    redis: aioredis.Redis, redis_server: Server
+) -> None:
+    answers = itertools.cycle([wedged(0), None])
+    renewer = SyncRedis(port=redis_server.port, socket_timeout=0.5)
+    a = LeaderElector(redis, "cache", "a", FAST, renewer, stalled=lambda now: next(answers))
+    await a.acquire()
+    holding = asyncio.create_task(a.hold())
+    await asyncio.sleep(6 * FAST.retry_period)
+    assert not a.lost.is_set() and a.lease.leading
+    a.fence()  # stops the thread too
+    await holding
+    a.close()
 
 
 async def test_a_deposed_leaders_writes_are_refused_whole(redis: aioredis.Redis) -> None:

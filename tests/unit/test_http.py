@@ -85,6 +85,27 @@ async def test_livez(server: HealthServer) -> None:
     assert headers["connection"] == "close"
 
 
+async def test_livez_is_503_with_the_reason_while_stalled(
+    registry: CollectorRegistry, ready: ReadyState
+) -> None:
+    stalled: list[str] = []
+    srv = HealthServer(
+        host="127.0.0.1",
+        port=0,
+        registry=registry,
+        ready=ready,
+        live=lambda: stalled[-1] if stalled else None,
+    )
+    await srv.start()
+    try:
+        assert (await get(srv.port, "/livez"))[::2] == (200, b"ok")
+        stalled.append("handling a batch for 31.0 s (stall limit 30 s)")
+        status, _, body = await get(srv.port, "/livez")
+        assert (status, body) == (503, b"stalled: handling a batch for 31.0 s (stall limit 30 s)")
+    finally:
+        await srv.stop()
+
+
 async def test_readyz_ok(server: HealthServer) -> None:
     status, _, body = await get(server.port, "/readyz")
     assert (status, body) == (200, b"ok")

@@ -103,3 +103,21 @@ def test_a_standby_with_redis_down_retries_every_retry_period() -> None:
     lease = Lease(CONFIG, "me")
     lease.failed(0)
     assert (lease.role, lease.next_try_in(0)) == (Role.STANDBY, 2.0)
+
+
+def test_a_leader_gives_up_when_stalled_at_two_renewals_in_a_row() -> None:
+    lease = leader(0)
+    assert not lease.stalled(None)
+    assert not lease.stalled("wedged")  # seen once: probes see it first
+    assert not lease.stalled(None)  # the unit of work ended: no failover
+    assert not lease.stalled("wedged")
+    assert lease.stalled("still wedged")
+    assert lease.role is Role.LEADING  # the elector releases first, then gives up
+    lease.give_up()
+    assert lease.role is Role.LOST
+
+
+def test_a_standby_never_gives_up_a_lease_it_does_not_hold() -> None:
+    lease = Lease(CONFIG, "me")
+    assert not lease.stalled("wedged")
+    assert not lease.stalled("wedged")

@@ -58,3 +58,12 @@ def test_creds_file_and_tls() -> None:
     assert auth["user_credentials"] == "/run/secrets/ksched.creds"
     assert isinstance(auth["tls"], ssl.SSLContext)
     assert redis_auth(Credentials(redis_tls_ca="/ca.pem")) == {"ssl_ca_certs": "/ca.pem"}
+
+
+def test_the_stall_limit() -> None:
+    assert Settings.from_env("watcher", {}).stall_seconds == 30.0
+    assert Settings.from_env("watcher", {"KSCHED_STALL_SECONDS": "3s"}).stall_seconds == 3.0
+    assert Settings.from_env("watcher", {"KSCHED_STALL_SECONDS": "0"}).stall_seconds == 0.0
+    for bad in ("soon", "-1", "0.2"):
+        with pytest.raises(ValueError, match="KSCHED_STALL_SECONDS"):
+            Settings.from_env("watcher", {"KSCHED_STALL_SECONDS": bad})
