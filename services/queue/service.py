@@ -130,7 +130,7 @@ class QueueService:
         # Events and reports in arrival order; pops concurrently (they long-poll).
         await serve(nc, QUEUE_EVENTS, self.on_events, queue=QUEUE_GROUP, concurrent=False)
         await serve(nc, QUEUE_REPORT, self.on_report, queue=QUEUE_GROUP, concurrent=False)
-        await serve(nc, QUEUE_POP, self.on_pop, queue=QUEUE_GROUP)
+        await serve(nc, QUEUE_POP, self.on_pop, queue=QUEUE_GROUP, tracked=False)  # long polls
         await serve(nc, QUEUE_NOMINATED, self.on_nominated, queue=QUEUE_GROUP)
         self.rt.serving.set()
         last_leftover_flush = time.monotonic()

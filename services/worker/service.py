@@ -36,6 +36,7 @@ from shared.framework.schedule_one import Scheduler, SchedulingError
 from shared.framework.status import Code, Status
 from shared.framework.types import PodInfo
 from shared.messages import Assumption, BindRequest, NominatedPod, QueuedPod, Report
+from shared.runtime import failpoints
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import chunks_for, request, request_all
@@ -248,6 +249,8 @@ class Worker:
                 attempts.append(attempt)
         committed, failed = await self._schedule_and_commit(attempts)
         bound = await self._hand_to_binders(committed)
+        if committed:
+            await failpoints.hit("worker.handed")  # tests: frozen before its report
         await self._permit_second_look([a for a in committed if a.waits])
         failures = await asyncio.gather(*(self._record_failure(a, err) for a, err in failed))
         reports.extend(bound)

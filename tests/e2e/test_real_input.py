@@ -19,6 +19,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
+from services.watcher.outbound import object_limit
 from shared.cli.realistic import docs_pod
 from shared.cli.workload import make_node, make_pod
 from shared.client import PodTracker, publish_all, publish_node, publish_pod
@@ -31,7 +32,7 @@ from shared.subjects import (
     error_subject,
     pod_subject,
 )
-from shared.wire import dump_json, pack
+from shared.wire import body_limit, dump_json, pack
 from tests.conftest import make_test_stack
 from tests.e2e.state import assumed_pods, eventually
 
@@ -97,21 +98,25 @@ async def test_a_burst_of_a_thousand_several_kb_pods_binds_every_one(
 async def test_large_pods_behind_a_backlog_and_one_too_large_for_any_message(
     stack: LocalStack, client: tuple[NATS, PodTracker]
 ) -> None:
-    """200 pods of 20 KB each behind a backlog of 1000 small ones all bind; an object
-    too large for ksched to carry or write back (it fits the server's limit, but not
-    with what ksched adds) is refused at the door on ksched.errors, with the reason."""
+    """200 pods of 20 KB each behind a backlog of 1000 small ones all bind, and so does
+    one of the largest size ksched accepts; an object too large for ksched to carry or
+    write back (it fits the server's limit, but not with what ksched adds) is refused
+    at the door on ksched.errors, with the reason."""
     nc, tracker = client
     js = nc.jetstream()
     await publish_all(js, nodes(40))
     giant = docs_pod("giant", size=nc.max_payload - 1024)
     await publish_pod(js, giant)
+    # the largest object ksched takes binds: its every internal message and write fits
+    await publish_pod(js, docs_pod("at-limit", size=object_limit(body_limit(nc.max_payload))))
     await publish_all(js, [make_pod(f"small-{i}", cpu="10m") for i in range(1000)])
     await publish_all(js, [docs_pod(f"large-{i}", size=20_000) for i in range(200)])
     reason = await error_reason(js, pod_subject("default", "giant"))
     assert reason.startswith("Request entity too large"), reason
-    assert await tracker.wait_until(lambda t: len(t.bound()) == 1200, timeout=240), (
-        f"{len(tracker.bound())} of 1200 bound"
+    assert await tracker.wait_until(lambda t: len(t.bound()) == 1201, timeout=240), (
+        f"{len(tracker.bound())} of 1201 bound"
     )
+    assert "default/at-limit" in tracker.bound()
     assert "default/giant" not in tracker.bound()
     assert not tracker.unschedulable()
 
@@ -282,17 +287,72 @@ async def test_a_binder_frozen_past_its_lease_never_overcommits_a_node(
         await publish_all(js, [make_pod(f"second-{i}", cpu="1") for i in range(20)])
         assert await eventually(lambda: _is(assumed(stack, "default/second-"), 20), timeout=30)
         binder.proc.send_signal(signal.SIGCONT)
-        assert await tracker.wait_until(lambda t: len(t.bound()) == 40, timeout=120), (
-            f"{len(tracker.bound())} of 40 bound"
-        )
-        per_node = Counter(tracker.bound().values())
-        assert max(per_node.values()) <= 2, per_node
-        assert all(v.bind_count == 1 for v in tracker.pods.values())
+        await all_bound_once_within_capacity(tracker, pods=40, per_node=2)
     finally:
         if binder.proc.poll() is None:
             binder.proc.send_signal(signal.SIGCONT)
         await nc.close()
 
 
+async def all_bound_once_within_capacity(tracker: PodTracker, pods: int, per_node: int) -> None:
+    assert await tracker.wait_until(lambda t: len(t.bound()) == pods, timeout=120), (
+        f"{len(tracker.bound())} of {pods} bound"
+    )
+    placed = Counter(tracker.bound().values())
+    assert max(placed.values()) <= per_node, placed
+    assert all(v.bind_count == 1 for v in tracker.pods.values())
+
+
 async def _is(count: Awaitable[int], expected: int) -> bool:
     return await count == expected
+
+
+@pytest.fixture
+def workerless_stack(tmp_path: Path) -> Iterator[LocalStack]:
+    """The stack without workers: the test starts them, each as it needs."""
+    stack = make_test_stack(tmp_path / "stack")
+    stack.workers = 0
+    with running(stack) as st:
+        yield st
+
+
+@pytest.mark.timeout(240)
+async def test_a_worker_frozen_before_its_report_never_overcommits_a_node(
+    workerless_stack: LocalStack,
+) -> None:
+    """The worker-crash route: the only worker hands 20 assumed pods to the binders and
+    then pauses before its report, past its in-flight lease (a failpoint, as if frozen),
+    while the binder is slow (frozen) so the bind requests wait. A second worker and 10
+    empty nodes come; the lapsed attempts are fenced and the pods scheduled again; a
+    second wave follows; then the binder thaws and meets the first attempts' binds
+    first. They fail as conflicts: every pod binds once, and no node holds more cpu
+    than it has."""
+    stack = workerless_stack
+    stack.service_env["worker"] = {"KSCHED_FAILPOINTS": "worker.handed=pause:8"}
+    stack.start_service("worker")
+    stack.service_env.pop("worker")
+    nc = await nats.connect(stack.nats_url)
+    tracker = PodTracker()
+    await tracker.start(nc)
+    try:
+        js = nc.jetstream()
+        await publish_all(js, nodes(10, cpu="2", prefix="old-"))
+        signal_binders(stack, signal.SIGSTOP)
+        await publish_all(js, [make_pod(f"first-{i}", cpu="1") for i in range(20)])
+        assert await eventually(lambda: _is(assumed(stack, "default/first-"), 20), timeout=30)
+        await publish_all(js, nodes(10, cpu="2", prefix="new-"))
+        stack.start_service("worker")
+        await asyncio.sleep(5)  # past the 3 s in-flight lease: the pods go out again
+        await publish_all(js, [make_pod(f"second-{i}", cpu="1") for i in range(20)])
+        assert await eventually(lambda: _is(assumed(stack, "default/second-"), 20), timeout=30)
+        signal_binders(stack, signal.SIGCONT)
+        await all_bound_once_within_capacity(tracker, pods=40, per_node=2)
+    finally:
+        signal_binders(stack, signal.SIGCONT)
+        await nc.close()
+
+
+def signal_binders(stack: LocalStack, sig: signal.Signals) -> None:
+    for svc in stack.services:
+        if svc.name == "binder" and svc.proc.poll() is None:
+            svc.proc.send_signal(sig)
