@@ -17,13 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.api.models import object_key
+
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 MIN_AVAILABLE_ANNOTATION = "scheduling.x-k8s.io/min-available"
 POD_GROUP_RESOURCE = "PodGroup"  # the cluster event resource Coscheduling registers
-
-
-def group_key(namespace: str, name: str) -> str:
-    return f"{namespace}/{name}"
 
 
 def pod_group_of(raw_pod: dict[str, Any]) -> str:
@@ -32,7 +30,7 @@ def pod_group_of(raw_pod: dict[str, Any]) -> str:
     name = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
     if not name:
         return ""
-    return group_key(meta.get("namespace") or "default", str(name))
+    return object_key(meta.get("namespace") or "", str(name))
 
 
 def pod_group_spec(raw_group: dict[str, Any]) -> dict[str, Any]:

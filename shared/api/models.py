@@ -61,6 +61,22 @@ def validate_label(name: str, what: str) -> str:
     return name
 
 
+def object_key(namespace: str, name: str) -> str:
+    """namespace/name: how ksched names a namespaced object everywhere (pods, groups)."""
+    return f"{namespace or DEFAULT_NAMESPACE}/{name}"
+
+
+def namespace_and_name(raw: dict[str, Any]) -> tuple[str, str]:
+    """A raw object's namespace (the default one when absent, as the API server
+    defaults it) and name."""
+    meta = raw.get("metadata") or {}
+    return meta.get("namespace") or DEFAULT_NAMESPACE, str(meta.get("name") or "")
+
+
+def key_of(raw: dict[str, Any]) -> str:
+    return object_key(*namespace_and_name(raw))
+
+
 class K8sModel(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel,
@@ -87,7 +103,7 @@ class ObjectMeta(K8sModel):
     @property
     def key(self) -> str:
         """namespace/name, how namespaced objects are named across ksched."""
-        return f"{self.namespace}/{self.name}"
+        return object_key(self.namespace, self.name)
 
     def defaulted(self) -> None:
         """A namespaced object without a namespace is in the default one."""

@@ -7,7 +7,7 @@ import hashlib
 import time
 from typing import Any
 
-from shared.api.models import DEFAULT_SCHEDULER_NAME
+from shared.api.models import DEFAULT_SCHEDULER_NAME, key_of
 
 POD_SCHEDULED = "PodScheduled"
 REASON_UNSCHEDULABLE = "Unschedulable"
@@ -163,5 +163,4 @@ def make_event(
 
 
 def scheduled_message(raw: dict[str, Any], node: str) -> str:
-    meta = raw.get("metadata") or {}
-    return f"Successfully assigned {meta.get('namespace', 'default')}/{meta.get('name')} to {node}"
+    return f"Successfully assigned {key_of(raw)} to {node}"

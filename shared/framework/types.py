@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.api.models import Node, Pod, parse_pod
+from shared.api.models import Node, Pod, key_of, parse_pod
 from shared.api.quantity import parse_nonnegative, resource_amount
 from shared.api.resources import pod_host_ports, pod_requests_and_nonzero
 from shared.wire import pack, unpack
@@ -103,8 +103,7 @@ class PodInfo:
     @property
     def key(self) -> str:
         if self._key is None:
-            meta = self.raw.get("metadata") or {}
-            self._key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+            self._key = key_of(self.raw)
         return self._key
 
     # Affinity flags read the raw pod, so that pods on nodes are not parsed for them.

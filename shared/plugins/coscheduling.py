@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.api.models import object_key
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import (
     ClusterEvent,
@@ -39,12 +40,7 @@ from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.args import arg_error, reject_unknown
-from shared.podgroups import (
-    MIN_AVAILABLE_ANNOTATION,
-    POD_GROUP_LABEL,
-    POD_GROUP_RESOURCE,
-    group_key,
-)
+from shared.podgroups import MIN_AVAILABLE_ANNOTATION, POD_GROUP_LABEL, POD_GROUP_RESOURCE
 
 NAME = "Coscheduling"
 DEFAULT_PERMIT_WAITING_TIME_SECONDS = 60
@@ -81,7 +77,7 @@ class Coscheduling(
         name = meta.labels.get(POD_GROUP_LABEL)
         if not name:
             return None
-        key = group_key(meta.namespace, name)
+        key = object_key(meta.namespace, name)
         record = self.handle.pod_groups.get(key) or {}
         if record.get("object"):
             min_member = int(record.get("min_member") or 0)
@@ -105,7 +101,7 @@ class Coscheduling(
         group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
         if not group:
             return (-pod.priority, first, pod.key, pod.key)
-        key = group_key(meta.get("namespace") or "default", group)
+        key = object_key(meta.get("namespace") or "", group)
         seen = self._group_seen.setdefault(key, first)
         return (-pod.priority, seen, key, pod.key)
 

@@ -9,6 +9,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import APIError
 
+from shared.api.models import namespace_and_name
 from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, MSG_ID_HEADER, event_subject, pod_subject
 from shared.wire import dump_json
 
@@ -22,15 +23,10 @@ class Conflict(Exception):
     """The pod changed (or was deleted) since the version ksched acted on."""
 
 
-def pod_key_parts(raw: dict[str, Any]) -> tuple[str, str]:
-    meta = raw["metadata"]
-    return meta["namespace"], meta["name"]
-
-
 async def write_pod(js: JetStreamContext, raw: dict[str, Any], expected_seq: int) -> int:
     """Publish `MODIFIED raw` on the pod's subject if the subject is still at
     `expected_seq` (Kubernetes' resourceVersion precondition); returns the new seq."""
-    namespace, name = pod_key_parts(raw)
+    namespace, name = namespace_and_name(raw)
     body = dump_json({"type": "MODIFIED", "object": raw})
     try:
         ack = await js.publish(
