@@ -109,6 +109,18 @@ class Report(TypedDict, total=False):
 # {"reports": [Report, ...], "move": "<event>" | None}
 
 
+def report(
+    key: str, cycle: int, outcome: Outcome, message: str = "", plugins: list[str] | None = None
+) -> Report:
+    return {
+        "key": key,
+        "cycle": cycle,
+        "outcome": outcome,
+        "message": message,
+        "plugins": list(plugins or []),
+    }
+
+
 # --- worker -> cache (CACHE_ASSUME) -------------------------------------------
 class Assumption(TypedDict, total=False):
     key: str
@@ -163,6 +175,21 @@ class BindRequest(TypedDict):
     assumed_at: float
     # Permit said Wait: plugin -> deadline (wall clock). Absent for pods Permit allowed.
     permit_waits: NotRequired[dict[str, float]]
+
+
+def bind_message_id(key: str, cycle: int, batch_of: int = 0) -> str:
+    """The work queue's message id of an attempt ("<pod key>@<cycle>"), or of a batch
+    of `batch_of` attempts led by it ("...+<n>"): a retried publish is then dropped."""
+    msg_id = f"{key}@{cycle}"
+    return f"{msg_id}+{batch_of}" if batch_of else msg_id
+
+
+def attempt_of_message_id(msg_id: str) -> tuple[str, int] | None:
+    """(pod key, cycle) of a one-attempt message id; None for a batch's or another id."""
+    key, sep, cycle = msg_id.rpartition("@")
+    if not sep or not key or not cycle.isdigit():
+        return None
+    return key, int(cycle)
 
 
 class BindBatch(TypedDict):

@@ -28,8 +28,6 @@ from services.binder.permit import Held, PermitWaiter
 from shared.api.events import decode_cluster_event
 from shared.api.podstatus import (
     EVENT_SCHEDULED,
-    REASON_SCHEDULER_ERROR,
-    REASON_UNSCHEDULABLE,
     bound_pod,
     make_event,
     scheduled_message,
@@ -40,9 +38,9 @@ from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, event_label
 from shared.framework.runtime import Framework
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import PodInfo
-from shared.messages import BindRequest, Report
+from shared.messages import BindRequest, Report, attempt_of_message_id, report
 from shared.runtime.consume import consume_batches
-from shared.runtime.failures import record_failure
+from shared.runtime.failures import Failure, record_failure
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request, request_all
@@ -298,19 +296,10 @@ class Binder:
 
     async def _failure_report(self, o: BindOutcome) -> Report:
         """PodScheduled=False and FailedScheduling, as handleSchedulingFailure writes them."""
-        reason = REASON_UNSCHEDULABLE if o.plugin else REASON_SCHEDULER_ERROR
         log.info("binding failed: %s", o.message, extra={"pod": o.req["key"]})
-        seq = await record_failure(self.rt.nc, o.req["pod"], o.req["seq"], o.message, reason)
-        report: Report = {
-            "key": o.req["key"],
-            "cycle": o.req["cycle"],
-            "outcome": "unschedulable" if o.plugin else "error",
-            "message": o.message,
-            "plugins": [o.plugin] if o.plugin else [],
-        }
-        if seq is not None:
-            report["seq"] = seq
-        return report
+        plugins = [o.plugin] if o.plugin else []
+        failure = Failure(o.req["key"], o.req["cycle"], o.message, plugins, bool(o.plugin))
+        return await record_failure(self.rt.nc, o.req["pod"], o.req["seq"], failure)
 
     async def _requeue(self, reports: list[Report]) -> None:
         # Forgetting an assumption frees room: pods waiting for it get another look.
@@ -366,13 +355,12 @@ class Binder:
     async def _dead_report(
         self, key: str, cycle: int, reason: str, req: dict[str, Any] | None
     ) -> Report:
-        report: Report = {"key": key, "cycle": cycle, "outcome": "error", "message": reason}
+        failure = Failure(key, cycle, reason)
         if req is not None and isinstance(req.get("pod"), dict) and isinstance(req.get("seq"), int):
-            written = await record_failure(
-                self.rt.nc, req["pod"], req["seq"], reason, REASON_SCHEDULER_ERROR
-            )
-            report["seq"] = written or req["seq"]
-        return report
+            rep = await record_failure(self.rt.nc, req["pod"], req["seq"], failure)
+            rep.setdefault("seq", req["seq"])
+            return rep
+        return report(key, cycle, "error", reason)
 
 
 def _requests_of(body: Any) -> list[dict[str, Any]]:
@@ -398,12 +386,8 @@ def _num_delivered(msg: Msg) -> int:
 
 
 def _attempt_of(msg: Msg) -> tuple[str, int] | None:
-    """(pod key, cycle) from the message id the worker sets ("<key>@<cycle>")."""
-    msg_id = (msg.headers or {}).get(MSG_ID_HEADER, "")
-    key, sep, cycle = msg_id.rpartition("@")
-    if not sep or not key or not cycle.isdigit():
-        return None
-    return key, int(cycle)
+    """(pod key, cycle) from the message id the worker sets."""
+    return attempt_of_message_id((msg.headers or {}).get(MSG_ID_HEADER, ""))
 
 
 @contextlib.asynccontextmanager

@@ -13,18 +13,13 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client import Counter, Histogram
 
 from services.worker.preempt import PdbWatch, act
 from shared.api.pdb import PodDisruptionBudget
 from shared.api.podstatus import (
-    EVENT_FAILED_SCHEDULING,
-    REASON_SCHEDULER_ERROR,
-    make_event,
     scheduler_name,
-    unschedulable_pod,
     with_nominated_node,
 )
 from shared.framework.cycle_state import CycleState
@@ -35,9 +30,18 @@ from shared.framework.runtime import Framework
 from shared.framework.schedule_one import Scheduler, SchedulingError
 from shared.framework.status import Code, Status
 from shared.framework.types import PodInfo
-from shared.messages import Assumption, BindRequest, NominatedPod, QueuedPod, Report
+from shared.messages import (
+    Assumption,
+    BindRequest,
+    NominatedPod,
+    Outcome,
+    QueuedPod,
+    Report,
+    bind_message_id,
+    report,
+)
 from shared.runtime import failpoints
-from shared.runtime.publish import Conflict, publish_event, write_pod
+from shared.runtime.failures import Failure, record_failure
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import chunks_for, request, request_all
 from shared.runtime.service import Runtime
@@ -485,11 +489,13 @@ class Worker:
         first = 0
         for chunk in chunks_for(self.rt.nc, requests, "requests"):  # to fit max_payload
             a = ready[first]
-            msg_id = f"{a.pod.key}@{a.qp['cycle']}+{chunk.items}"
+            msg_id = bind_message_id(a.pod.key, a.qp["cycle"], batch_of=chunk.items)
             sends.append(self._publish_bind(chunk.data, msg_id))
             first += chunk.items
         sends += [
-            self._publish_bind(pack(_bind_request(a, now)), f"{a.pod.key}@{a.qp['cycle']}")
+            self._publish_bind(
+                pack(_bind_request(a, now)), bind_message_id(a.pod.key, a.qp["cycle"])
+            )
             for a in committed
             if a.waits
         ]
@@ -514,40 +520,30 @@ class Worker:
             self.sli_duration.labels(label).observe(time.time() - qp["initial_attempt_ts"])
 
     async def _record_failure(self, a: Attempt, err: Exception) -> Report:
-        """PodScheduled=False with the reason, a FailedScheduling event, then the report."""
+        """PodScheduled=False with the reason (and preemption's nomination), the
+        FailedScheduling event, the report; the victims go once the nomination is
+        written."""
         if isinstance(err, FitError):
-            outcome, message = "unschedulable", err.message()
-            reason, plugins = "Unschedulable", sorted(err.diagnosis.unschedulable_plugins)
+            failure = Failure(
+                a.pod.key,
+                a.qp["cycle"],
+                err.message(),
+                sorted(err.diagnosis.unschedulable_plugins),
+                unschedulable=True,
+            )
         else:
-            outcome, message, reason, plugins = "error", str(err), REASON_SCHEDULER_ERROR, []
-        self.attempts.labels(outcome, a.framework.profile).inc()
-        report = _report(a.qp, outcome, message, plugins)
-        updated = unschedulable_pod(a.qp["pod"], message, reason)
+            failure = Failure(a.pod.key, a.qp["cycle"], str(err))
+        self.attempts.labels(failure.outcome, a.framework.profile).inc()
         nominate = a.preemption.nominated_node_name if a.preemption is not None else None
-        if nominate is not None:  # preemption's ModeOverride: set or clear the nomination
-            updated = with_nominated_node(updated or a.qp["pod"], nominate) or updated
-        written = updated is None or await self._write_status(a, updated, report)
-        if written and nominate is not None:
-            report["nominated_node"] = nominate
-            if nominate:
-                await self._preempt(a, nominate)
-        event = make_event(
-            a.qp["pod"], EVENT_FAILED_SCHEDULING, message, warning=True, action="Scheduling"
+        rep = await record_failure(self.rt.nc, a.qp["pod"], a.qp["seq"], failure, nominate)
+        if rep.get("nominated_node"):
+            await self._preempt(a, rep["nominated_node"])
+        log.info(
+            "pod unschedulable: %s",
+            failure.message,
+            extra={"pod": a.pod.key, "cycle": a.qp["cycle"]},
         )
-        await publish_event(self.rt.nc, event)
-        log.info("pod unschedulable: %s", message, extra={"pod": a.pod.key, "cycle": a.qp["cycle"]})
-        return report
-
-    async def _write_status(self, a: Attempt, updated: dict[str, Any], report: Report) -> bool:
-        """Write the pod's status conditionally on the version scheduled; False if not."""
-        try:
-            report["seq"] = await write_pod(self.rt.js, updated, a.qp["seq"])
-        except Conflict:
-            return False  # the pod changed meanwhile; its update re-evaluates it
-        except Exception as err:
-            log.warning("status of %s not written: %s", a.pod.key, err)
-            return False
-        return True
+        return rep
 
     async def _preempt(self, a: Attempt, node: str) -> None:
         """The act phase, once the preemptor's nomination is written: the victims go."""
@@ -589,15 +585,9 @@ def _bind_request(a: Attempt, now: float) -> BindRequest:
 
 
 def _report(
-    qp: QueuedPod, outcome: str, message: str = "", plugins: list[str] | None = None
+    qp: QueuedPod, outcome: Outcome, message: str = "", plugins: list[str] | None = None
 ) -> Report:
-    return {
-        "key": qp["key"],
-        "cycle": qp["cycle"],
-        "outcome": outcome,  # type: ignore[typeddict-item]
-        "message": message,
-        "plugins": plugins or [],
-    }
+    return report(qp["key"], qp["cycle"], outcome, message, plugins)
 
 
 def _rejection(a: Attempt, status: Status) -> Exception:

@@ -1,39 +1,81 @@
-"""What ksched writes when a pod's attempt fails: PodScheduled=False and FailedScheduling.
+"""What ksched writes when a pod's attempt fails, in one place: kube-scheduler's
+handleSchedulingFailure, for the scheduling cycle (worker) and the binding cycle
+(binder) alike.
 
-Shared by the worker (scheduling cycle) and the binder (binding cycle), as
-kube-scheduler's handleSchedulingFailure serves both.
+PodScheduled=False with the reason (Unschedulable for a pod that fits nowhere or a
+Permit rejection, SchedulerError for anything else), written conditionally on the
+version the attempt used, with preemption's nomination when it chose one; the
+FailedScheduling event; and the report the queue files the pod by.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from nats.aio.client import Client as NATS
 
-from shared.api.podstatus import EVENT_FAILED_SCHEDULING, make_event, unschedulable_pod
+from shared.api.podstatus import (
+    EVENT_FAILED_SCHEDULING,
+    REASON_SCHEDULER_ERROR,
+    REASON_UNSCHEDULABLE,
+    make_event,
+    unschedulable_pod,
+    with_nominated_node,
+)
+from shared.messages import Outcome, Report, report
 from shared.runtime.publish import Conflict, publish_event, write_pod
 
 log = logging.getLogger("ksched.failures")
 
 
+@dataclass(frozen=True)
+class Failure:
+    """Why one attempt (pod key, cycle) failed."""
+
+    key: str
+    cycle: int
+    message: str
+    plugins: list[str] = field(default_factory=list)  # rejecting plugins: unschedulable
+    unschedulable: bool = False  # else an error (kube's SchedulerError)
+
+    @property
+    def outcome(self) -> Outcome:
+        return "unschedulable" if self.unschedulable else "error"
+
+    @property
+    def reason(self) -> str:
+        return REASON_UNSCHEDULABLE if self.unschedulable else REASON_SCHEDULER_ERROR
+
+
 async def record_failure(
-    nc: NATS, raw_pod: dict[str, Any], seq: int, message: str, reason: str
-) -> int | None:
-    """Write the condition (conditional on `seq`, the version the attempt used) and publish
-    the event; returns the pod's new sequence if the condition was written."""
-    new_seq = None
-    updated = unschedulable_pod(raw_pod, message, reason)
+    nc: NATS,
+    raw_pod: dict[str, Any],
+    seq: int,
+    failure: Failure,
+    nominated_node: str | None = None,
+) -> Report:
+    """Write the status (and preemption's nomination: a node sets it, "" clears it)
+    conditionally on `seq`, publish FailedScheduling, and return the report: with the
+    pod's new `seq` when ksched wrote it, and the nomination once it is written."""
+    rep = report(failure.key, failure.cycle, failure.outcome, failure.message, failure.plugins)
+    updated = unschedulable_pod(raw_pod, failure.message, failure.reason)
+    if nominated_node is not None:  # preemption's ModeOverride
+        updated = with_nominated_node(updated or raw_pod, nominated_node) or updated
+    written = True
     if updated is not None:
         try:
-            new_seq = await write_pod(nc.jetstream(), updated, seq)
+            rep["seq"] = await write_pod(nc.jetstream(), updated, seq)
         except Conflict:
-            pass  # the pod changed meanwhile; its update re-evaluates it
+            written = False  # the pod changed meanwhile; its update re-evaluates it
         except Exception as err:
-            meta = raw_pod.get("metadata") or {}
-            log.warning(
-                "status of %s/%s not written: %s", meta.get("namespace"), meta.get("name"), err
-            )
-    event = make_event(raw_pod, EVENT_FAILED_SCHEDULING, message, warning=True, action="Scheduling")
+            written = False
+            log.warning("status of %s not written: %s", failure.key, err)
+    if written and nominated_node is not None:
+        rep["nominated_node"] = nominated_node
+    event = make_event(
+        raw_pod, EVENT_FAILED_SCHEDULING, failure.message, warning=True, action="Scheduling"
+    )
     await publish_event(nc, event)
-    return new_seq
+    return rep
