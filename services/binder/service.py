@@ -22,7 +22,6 @@ from typing import Any
 
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
-from prometheus_client import Counter, Gauge
 
 from services.binder.permit import Held, PermitWaiter
 from shared.api.events import decode_cluster_event
@@ -39,6 +38,7 @@ from shared.framework.runtime import Framework
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import PodInfo
 from shared.messages import BindRequest, Report, attempt_of_message_id, report
+from shared.runtime import metrics
 from shared.runtime.consume import consume_batches
 from shared.runtime.failures import Failure, record_failure
 from shared.runtime.publish import Conflict, publish_event, write_pod
@@ -94,18 +94,9 @@ class Binder:
         self.permit = PermitWaiter(rt, self._on_permit_decided)
         self._tasks: set[asyncio.Task[None]] = set()
         reg = rt.registry
-        self.binds = Counter(
-            "ksched_binds_total", "Binding attempts by result", ["result"], registry=reg
-        )
-        self.dead_letters = Counter(
-            "ksched_bind_dead_letters_total",
-            "Bind requests dead-lettered",
-            ["reason"],
-            registry=reg,
-        )
-        self.waiting_gauge = Gauge(
-            "ksched_binder_waiting_pods", "Pods waiting on Permit here", registry=reg
-        )
+        self.binds = metrics.BINDS.counter(reg)
+        self.dead_letters = metrics.BIND_DEAD_LETTERS.counter(reg)
+        self.waiting_gauge = metrics.BINDER_WAITING_PODS.gauge(reg)
         self.waiting_gauge.set_function(lambda: len(self.permit))
 
     async def run(self) -> None:

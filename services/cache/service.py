@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import Counter, Gauge
-
 from services.cache.cache import ASSUMED, ASSUMED_POD_TTL, Cache, PodState
 from shared import keys
 from shared.framework.runtime import Framework
@@ -25,6 +23,7 @@ from shared.framework.types import PodInfo
 from shared.framework.waiting_pods import PermitSignal
 from shared.messages import AssumeReply, Assumption, CacheEvent, PermitState
 from shared.podgroups import PodGroups
+from shared.runtime import metrics
 from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
 from shared.runtime.retry import retry_forever
@@ -77,15 +76,11 @@ class CacheService:
         # events come from the watcher's leader only: a deposed one's are refused
         self.watcher_epoch = EpochFloor(rt.redis, "watcher")
         reg = rt.registry
-        self.conflicts = Counter(
-            "ksched_assume_conflicts_total", "Assumes refused at commit", ["plugin"], registry=reg
-        )
-        self.assumed = Counter("ksched_assumed_pods_total", "Assumes committed", registry=reg)
-        self.expired = Counter(
-            "ksched_expired_assumed_pods_total", "Assumed pods expired", registry=reg
-        )
-        self.nodes_gauge = Gauge("ksched_cache_nodes", "Nodes in the cache", registry=reg)
-        self.pods_gauge = Gauge("ksched_cache_pods", "Pods in the cache", ["state"], registry=reg)
+        self.conflicts = metrics.ASSUME_CONFLICTS.counter(reg)
+        self.assumed = metrics.ASSUMED_PODS.counter(reg)
+        self.expired = metrics.EXPIRED_ASSUMED_PODS.counter(reg)
+        self.nodes_gauge = metrics.CACHE_NODES.gauge(reg)
+        self.pods_gauge = metrics.CACHE_PODS.gauge(reg)
 
     async def run(self) -> None:
         await retry_forever("restore cache from redis", self._restore)

@@ -16,8 +16,6 @@ import os
 import time
 from typing import Any
 
-from prometheus_client import Counter, Gauge
-
 from services.queue.fence import Lapsed, Outcome, fence, lapse_message
 from services.queue.hints import QueueingHints, hints_from_config, queue_sort_key
 from services.queue.inspect import start_inspection, stats_reply
@@ -27,6 +25,7 @@ from shared import keys
 from shared.framework.events import action_type, event_from_label
 from shared.framework.interface import ClusterEvent
 from shared.messages import NominatedPod, QueuedPod, QueueEvent, Report
+from shared.runtime import metrics
 from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
 from shared.runtime.retry import retry_forever
@@ -89,30 +88,11 @@ class QueueService:
         self._lapsed: dict[str, Lapsed] = {}
         self._fencing: asyncio.Task[None] | None = None
         reg = rt.registry
-        self.pending = Gauge(
-            "scheduler_pending_pods", "Pending pods by sub-queue", ["queue"], registry=reg
-        )
-        self.incoming = Counter(
-            "scheduler_queue_incoming_pods_total",
-            "Pods added to a scheduling queue, by the event that added them",
-            ["queue", "event"],
-            registry=reg,
-        )
-        self.lease_expired = Counter(
-            "ksched_queue_lease_expired_total",
-            "Pods taken back from a vanished worker or binder",
-            registry=reg,
-        )
-        self.inflight_events = Gauge(
-            "ksched_queue_inflight_events",
-            "Cluster events remembered for pods in flight",
-            registry=reg,
-        )
-        self.hint_errors = Counter(
-            "ksched_queue_hint_errors_total",
-            "Queueing hints that raised (counted as Queue)",
-            registry=reg,
-        )
+        self.pending = metrics.PENDING_PODS.gauge(reg)
+        self.incoming = metrics.QUEUE_INCOMING_PODS.counter(reg)
+        self.lease_expired = metrics.QUEUE_LEASE_EXPIRED.counter(reg)
+        self.inflight_events = metrics.QUEUE_INFLIGHT_EVENTS.gauge(reg)
+        self.hint_errors = metrics.QUEUE_HINT_ERRORS.counter(reg)
         self._hint_errors_seen = 0
 
     def _new_queue(self) -> SchedulingQueue:

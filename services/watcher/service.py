@@ -12,13 +12,13 @@ import logging
 from typing import Any
 
 from nats.aio.msg import Msg
-from prometheus_client import Counter
 
 from services.watcher.outbound import Outbound, object_limit, too_large
 from services.watcher.routing import Informer, Routed, immutable_node_name, move, route
 from services.watcher.takeover import take_over
 from shared.api.events import BadEvent, decode_cluster_event
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE
+from shared.runtime import metrics
 from shared.runtime.consume import consume_batches, stream_sequence
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request_packed
@@ -44,16 +44,9 @@ class Watcher:
         self.served = rt.config.scheduler_names
         self.informer = Informer()
         self.stopping = asyncio.Event()
-        self.events = Counter(
-            "ksched_watcher_events_total",
-            "Cluster events routed",
-            ["kind", "type"],
-            registry=rt.registry,
-        )
+        self.events = metrics.WATCHER_EVENTS.counter(rt.registry)
         self._event_counters: dict[tuple[str, str], Any] = {}
-        self.rejected = Counter(
-            "ksched_rejected_events_total", "Events refused as malformed", registry=rt.registry
-        )
+        self.rejected = metrics.REJECTED_EVENTS.counter(rt.registry)
 
     async def run(self) -> None:
         durable = ""

@@ -14,8 +14,6 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from prometheus_client import Counter, Histogram
-
 from services.worker.preempt import PdbWatch, act
 from shared.api.pdb import PodDisruptionBudget
 from shared.api.podstatus import (
@@ -40,7 +38,7 @@ from shared.messages import (
     bind_message_id,
     report,
 )
-from shared.runtime import failpoints
+from shared.runtime import failpoints, metrics
 from shared.runtime.failures import Failure, record_failure
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import chunks_for, request, request_all
@@ -121,45 +119,13 @@ class Worker:
         self.per_pod_seconds = 0.0  # recent wall time per pod, smoothed
         self.stopping = asyncio.Event()
         reg = rt.registry
-        self.attempts = Counter(
-            "scheduler_schedule_attempts_total",
-            "Scheduling attempts by result",
-            ["result", "profile"],
-            registry=reg,
-        )
-        self.conflicts = Counter(
-            "ksched_assume_conflicts_total", "Assumes refused by the cache", registry=reg
-        )
-        self.duration = Histogram(
-            "scheduler_scheduling_attempt_duration_seconds",
-            "Scheduling attempt latency",
-            ["result", "profile"],
-            registry=reg,
-            buckets=[0.001 * 2**i for i in range(15)],
-        )
-        # kube-scheduler's: from the pod's first pop to its successful attempt.
-        self.sli_duration = Histogram(
-            "scheduler_pod_scheduling_sli_duration_seconds",
-            "E2e latency for a pod being scheduled, from its first attempt",
-            ["attempts"],
-            registry=reg,
-            buckets=[0.01 * 2**i for i in range(20)],
-        )
-        self.pod_attempts = Histogram(
-            "scheduler_pod_scheduling_attempts",
-            "Number of attempts to successfully schedule a pod",
-            registry=reg,
-            buckets=[1, 2, 4, 8, 16],
-        )
-        self.preemption_attempts = Counter(
-            "scheduler_preemption_attempts_total", "Preemption attempts", registry=reg
-        )
-        self.preemption_victims = Histogram(
-            "scheduler_preemption_victims",
-            "Number of selected preemption victims",
-            registry=reg,
-            buckets=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
-        )
+        self.attempts = metrics.SCHEDULE_ATTEMPTS.counter(reg)
+        self.conflicts = metrics.ASSUME_CONFLICTS.counter(reg)
+        self.duration = metrics.SCHEDULING_ATTEMPT_DURATION.histogram(reg)
+        self.sli_duration = metrics.POD_SCHEDULING_SLI_DURATION.histogram(reg)
+        self.pod_attempts = metrics.POD_SCHEDULING_ATTEMPTS.histogram(reg)
+        self.preemption_attempts = metrics.PREEMPTION_ATTEMPTS.counter(reg)
+        self.preemption_victims = metrics.PREEMPTION_VICTIMS.histogram(reg)
 
     async def run(self) -> None:
         watch = PdbWatch(self.rt.js, self.pdbs)
@@ -306,7 +272,6 @@ class Worker:
             refused = await self._assume(placed, committed)
             if not refused:
                 break
-            self.conflicts.inc(len(refused))
             await self.snapshot.refresh()
             await self.snapshot.reload(self.rt.redis, {a.node for a in refused})
             attempts = refused
@@ -470,6 +435,7 @@ class Worker:
                 self.snapshot.committed(a.pod.key, result.get("generation"))
                 committed.append(a)
             else:
+                self.conflicts.labels(result.get("plugin", "")).inc()
                 self.snapshot.forget(a.pod, a.node)
                 a.framework.run_reserve_plugins_unreserve(a.state, a.pod, a.node)
                 # kube assumes before Reserve, so a failed assume runs no Unreserve there;

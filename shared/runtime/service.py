@@ -16,10 +16,10 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.micro.service import Service
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
 
 from shared.config import ConfigError, SchedulerConfiguration, load_config
-from shared.runtime import progress
+from shared.runtime import metrics, progress
 from shared.runtime.connections import (
     connect_nats,
     connect_redis,
@@ -74,24 +74,11 @@ class Runtime:
                 renewer,
                 stalled=self.progress.stalled,
             )
-        self.leader_status = Gauge(
-            "leader_election_master_status",
-            "1 while this replica leads its service, else 0 (kube's metric)",
-            ["name"],
-            registry=self.registry,
+        self.leader_status = metrics.LEADER_STATUS.gauge(self.registry)
+        metrics.PROGRESS_AGE.gauge(self.registry).set_function(
+            lambda: self.progress.age(time.monotonic())
         )
-        Gauge(
-            "ksched_progress_age_seconds",
-            "Longest time without progress on work this process has (a unit of work in"
-            " progress, a backlog, the event loop's heartbeat); stalled past"
-            " KSCHED_STALL_SECONDS",
-            registry=self.registry,
-        ).set_function(lambda: self.progress.age(time.monotonic()))
-        Gauge(
-            "ksched_event_loop_lag_seconds",
-            "How late the event loop's last heartbeat ticked",
-            registry=self.registry,
-        ).set_function(lambda: self.progress.lag)
+        metrics.EVENT_LOOP_LAG.gauge(self.registry).set_function(lambda: self.progress.lag)
         # The instance's nats.micro service (discovery.py), started with the connection;
         # a service may add endpoints to it and set what $SRV.STATS reports.
         self.micro: Service | None = None
