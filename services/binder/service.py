@@ -41,6 +41,7 @@ from shared.messages import BindRequest, Report, attempt_of_message_id, report
 from shared.runtime import metrics
 from shared.runtime.consume import consume_batches
 from shared.runtime.failures import Failure, record_failure
+from shared.runtime.permits import send_permit_signals
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request, request_all
@@ -51,7 +52,6 @@ from shared.subjects import (
     BIND_SUBJECT,
     BINDER_CONSUMER,
     CACHE_BINDING,
-    CACHE_PERMIT,
     CLUSTER_STREAM,
     ERROR_HEADER,
     MSG_ID_HEADER,
@@ -268,7 +268,7 @@ class Binder:
     # --- recording --------------------------------------------------------------
 
     async def _record(self, outcomes: list[BindOutcome]) -> None:
-        await self._send_permit_signals()
+        await send_permit_signals(self.rt.nc, self.frameworks.values())
         finish = [[o.req["key"], o.req["uid"]] for o in outcomes if o.ok]
         # Forget this attempt's assumption only: by uid, a later attempt of the same pod
         # (re-assumed after a lease expiry while this one waited) would go too.
@@ -299,15 +299,6 @@ class Binder:
             "report to queue",
             lambda: request_all(self.rt.nc, QUEUE_REPORT, reports, "reports", head),
         )
-
-    async def _send_permit_signals(self) -> None:
-        """Signals Unreserve raised (Coscheduling rejecting a gang), for every binder."""
-        signals = [
-            s.to_wire() for fw in self.frameworks.values() for s in fw.handle.take_permit_signals()
-        ]
-        if signals:
-            body = {"signals": signals}
-            await retry_forever("permit signals", lambda: request(self.rt.nc, CACHE_PERMIT, body))
 
     async def _scheduled_event(self, req: BindRequest) -> None:
         message = scheduled_message(req["pod"], req["node"])

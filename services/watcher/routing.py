@@ -69,7 +69,9 @@ def move(
     }
 
 
-def slim_pod(raw: dict[str, Any]) -> dict[str, Any]:
+def hinted_view(raw: dict[str, Any]) -> dict[str, Any]:
+    """What queueing hints read of an assigned pod (with its node and nomination): not
+    the plugins' slim pod (shared/framework/types.py), which leaves out where it is."""
     meta = raw.get("metadata") or {}
     spec = raw.get("spec") or {}
     nominated = (raw.get("status") or {}).get("nominatedNodeName")
@@ -168,11 +170,11 @@ def _route_assigned_pod(ev: WatchEvent, pod: Pod, gone: bool, seen: Informer) ->
         return (
             [
                 {"op": "delete", "key": key},
-                move(EVENT_ASSIGNED_POD_DELETE, old=old or slim_pod(ev.raw)),
+                move(EVENT_ASSIGNED_POD_DELETE, old=old or hinted_view(ev.raw)),
             ],
             [{"op": "pod_delete", "name": key}],
         )
-    new = slim_pod(ev.raw)
+    new = hinted_view(ev.raw)
     seen.assigned_pods[key] = new
     if old is None:
         moves = [move(EVENT_ASSIGNED_POD_ADD, new=new)]

@@ -40,6 +40,7 @@ from shared.messages import (
 )
 from shared.runtime import failpoints, metrics
 from shared.runtime.failures import Failure, record_failure
+from shared.runtime.permits import send_permit_signals
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import chunks_for, request, request_all
 from shared.runtime.service import Runtime
@@ -48,7 +49,6 @@ from shared.subjects import (
     BIND_SUBJECT,
     CACHE_ASSUME,
     CACHE_BINDING,
-    CACHE_PERMIT,
     MSG_ID_HEADER,
     QUEUE_NOMINATED,
     QUEUE_POP,
@@ -287,7 +287,7 @@ class Worker:
             await retry_forever("forget at cache", lambda: request(self.rt.nc, CACHE_BINDING, body))
         # Before any bind request goes out: a binder asking about a waiting pod must
         # already find the allows (or rejections) this batch's Permit plugins sent.
-        await self._send_permit_signals()
+        await send_permit_signals(self.rt.nc, (s.fw for s in self.schedulers.values()))
         failed.extend(rejected)
         return committed, failed
 
@@ -377,7 +377,7 @@ class Worker:
         for a in waiting:
             self._permit_view(a, uncommitted)
             a.framework.run_permit_plugins(a.state, a.pod, a.node)
-        await self._send_permit_signals()
+        await send_permit_signals(self.rt.nc, (s.fw for s in self.schedulers.values()))
 
     def _permit_view(self, a: Attempt, uncommitted: frozenset[str]) -> None:
         """Permit reads what the cache holds: the snapshot, less the other lanes'
@@ -385,18 +385,6 @@ class Worker:
         with it would be allowed short of minMember)."""
         a.framework.set_snapshot(self.snapshot.cluster())
         a.framework.handle.uncommitted = uncommitted
-
-    async def _send_permit_signals(self) -> None:
-        """Allows and rejects of waiting pods raised by Permit and Unreserve, to the
-        cache, which records them on the assumptions and tells the binders."""
-        signals = [
-            s.to_wire()
-            for sched in self.schedulers.values()
-            for s in sched.fw.handle.take_permit_signals()
-        ]
-        if signals:
-            body = {"signals": signals}
-            await retry_forever("permit signals", lambda: request(self.rt.nc, CACHE_PERMIT, body))
 
     async def _refresh_pod_groups(self) -> None:
         if not self.needs_pod_groups:

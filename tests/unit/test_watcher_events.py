@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from services.watcher.routing import Informer, route, slim_pod
+from services.watcher.routing import Informer, hinted_view, route
 from shared.cli.workload import make_node, make_pod
 from tests.unit.test_routing import SERVED, assigned, event
 
@@ -51,7 +51,7 @@ def test_assigned_pod_lifecycle() -> None:
     added = route(event(p, "MODIFIED"), SERVED, seen)  # the binding
     assert [e["op"] for e in added[0]] == ["assigned", "move"]
     assert moves(added) == [("AssignedPod", "Add")]
-    assert added[0][1]["new"] == slim_pod(p)
+    assert added[0][1]["new"] == hinted_view(p)
 
     status_only = copy.deepcopy(p)
     status_only["status"] = {"phase": "Running"}
@@ -75,7 +75,7 @@ def test_slim_pod_keeps_what_hints_read() -> None:
     p["metadata"]["annotations"] = {"big": "x" * 1000}
     p["spec"]["tolerations"] = [{"key": "k", "operator": "Exists"}]
     p["status"] = {"nominatedNodeName": "n2", "phase": "Pending"}
-    slim = slim_pod(p)
+    slim = hinted_view(p)
     assert "annotations" not in slim["metadata"]
     assert slim["spec"]["containers"] == p["spec"]["containers"]
     assert slim["spec"]["tolerations"] == p["spec"]["tolerations"]
