@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from nats.aio.client import Client as NATS
@@ -23,7 +24,9 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
+from prometheus_client import Counter, Histogram
 
+from services.worker.attempt import Attempt
 from shared.api.events import BadEvent, decode_cluster_event
 from shared.api.pdb import PodDisruptionBudget
 from shared.api.podstatus import (
@@ -34,8 +37,11 @@ from shared.api.podstatus import (
     scheduler_name,
     with_nominated_node,
 )
+from shared.framework.diagnosis import FitError
+from shared.framework.runtime import Framework
 from shared.framework.types import PodInfo
 from shared.runtime.publish import Conflict, publish_event, write_pod
+from shared.snapshot import Snapshot
 from shared.subjects import CLUSTER_STREAM, EXPECTED_LAST_SUBJECT_SEQ, PDBS_PREFIX, pod_subject
 from shared.wire import dump_json
 
@@ -149,3 +155,78 @@ class PdbWatch:
             else:
                 self._by_subject[msg.subject] = ev.obj
         self.pdbs[:] = list(self._by_subject.values())
+
+
+class PreemptionPhase:
+    """PostFilter (DefaultPreemption) for pods that fit nowhere, and its act phase once
+    the preemptor's nomination is written. Shared by every profile's handle: the budgets
+    preemption respects, and the victims this worker deleted that its snapshot still
+    shows (`terminating`)."""
+
+    def __init__(
+        self,
+        nc: NATS,
+        snapshot: Snapshot,
+        frameworks: Sequence[Framework],
+        attempts: Counter,
+        victims: Histogram,
+    ) -> None:
+        self.nc = nc
+        self.snapshot = snapshot
+        self.frameworks = frameworks
+        self.attempts = attempts
+        self.victims = victims
+        self.pdbs: list[PodDisruptionBudget] = []
+        self.terminating: dict[str, str] = {}
+        for fw in frameworks:
+            fw.handle.pdbs = self.pdbs
+            fw.handle.terminating = self.terminating
+
+    def post_filter(self, a: Attempt, err: FitError) -> None:
+        """PostFilter for a pod that fits nowhere; only on this path, so the hot path
+        pays nothing. A nomination counts locally at once, so that the rest of the batch
+        (and the other lane) leave the room to the preemptor."""
+        if a.framework.post_filters and err.num_all_nodes:
+            self.attempts.inc()
+        a.preemption = a.scheduler.run_post_filter(a.state, a.pod, err)
+        if a.preemption is not None:
+            self.nominate_locally(a.pod, a.preemption.nominated_node_name)
+
+    def nominate_locally(self, pod: PodInfo, node: str) -> None:
+        uid = pod.pod.metadata.uid
+        for fw in self.frameworks:
+            handle = fw.handle
+            nominated = {
+                n: [p for p in pods if p.pod.metadata.uid != uid]
+                for n, pods in handle.nominated.items()
+            }
+            if node:
+                nominated.setdefault(node, []).append(pod)
+            handle.nominated = {n: pods for n, pods in nominated.items() if pods}
+
+    def prune_terminating(self) -> None:
+        """Forget victims the refreshed snapshot no longer shows (their deletion landed)."""
+        if not self.terminating:
+            return
+        cluster = self.snapshot.cluster()
+        for key, node in list(self.terminating.items()):
+            info = cluster.get(node)
+            if info is None or key not in info.pods:
+                del self.terminating[key]
+
+    async def act_on(self, a: Attempt, node: str) -> None:
+        """The act phase, once the preemptor's nomination is written: the victims go."""
+        assert a.preemption is not None
+        victims = a.preemption.victims
+        for v in victims:
+            self.terminating[v.key] = node
+        deleted = await act(self.nc, a.qp["pod"], node, victims, a.preemption.lower_nominated)
+        a.victims_gone = deleted < len(victims)
+        self.victims.observe(len(victims))
+        log.info(
+            "preempted %d of %d victims on %s",
+            deleted,
+            len(victims),
+            node,
+            extra={"pod": a.pod.key, "cycle": a.cycle},
+        )
