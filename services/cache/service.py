@@ -27,7 +27,7 @@ from shared.runtime import metrics
 from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
 from shared.runtime.retry import retry_forever
-from shared.runtime.rpc import apply_each, serve
+from shared.runtime.rpc import apply_each, chunks_for, serve
 from shared.runtime.service import Runtime
 from shared.subjects import (
     CACHE_ASSUME,
@@ -196,7 +196,8 @@ class CacheService:
         if changed:
             verdicts = [_permit_state(s.key, s.cycle, self.cache) for s in changed.values()]
             try:
-                await self.rt.nc.publish(PERMIT_VERDICTS, pack({"states": verdicts}))
+                for chunk in chunks_for(self.rt.nc, verdicts, "states"):  # a large gang's
+                    await self.rt.nc.publish(PERMIT_VERDICTS, chunk.data)
             except Exception as err:  # binders also ask when they start waiting
                 log.warning("permit verdicts not published: %s", err)
         return {"states": states}

@@ -29,7 +29,7 @@ from shared.runtime import metrics
 from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
 from shared.runtime.retry import retry_forever
-from shared.runtime.rpc import apply_each, request, serve
+from shared.runtime.rpc import apply_each, request_all, serve
 from shared.runtime.service import Runtime
 from shared.subjects import (
     CACHE_BINDING,
@@ -145,9 +145,10 @@ class QueueService:
         fenced = [f for f in fences if f.outcome is Outcome.FENCED]
         if fenced:
             # The attempts can no longer bind: the room they hold at the cache is free.
-            body = {"forget_attempts": [[f.lapsed.key, f.lapsed.cycle] for f in fenced]}
-            await retry_forever(
-                "forget lapsed attempts", lambda: request(self.rt.nc, CACHE_BINDING, body)
+            attempts = [[f.lapsed.key, f.lapsed.cycle] for f in fenced]
+            await retry_forever(  # a lost binder's thousands of attempts: sized messages
+                "forget lapsed attempts",
+                lambda: request_all(self.rt.nc, CACHE_BINDING, attempts, "forget_attempts"),
             )
         for f in fences:
             if f.outcome is Outcome.FENCED:
