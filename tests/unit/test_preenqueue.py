@@ -1,12 +1,17 @@
 """PreEnqueue: the profile's plugins at that extension point (configuration, as for the
-other points) and the framework's RunPreEnqueuePlugins."""
+other points), the framework's RunPreEnqueuePlugins, and the queue that runs them on
+pods added or updated (kube's PriorityQueue.runPreEnqueuePlugins)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgpack
 import pytest
 
+from services.queue.podinfo import Gating
+from services.queue.preenqueue import run_pre_enqueue
+from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from shared.cli.workload import make_pod
 from shared.config import ConfigError, Profile, parse_config
 from shared.framework.interface import PreEnqueuePlugin
@@ -15,6 +20,8 @@ from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import PodInfo
 from shared.plugins import REGISTRY
+from tests.unit.test_queue import FakeClock, add, key
+from tests.unit.test_queue import pod as queued_pod
 
 GATES = "SchedulingGates"
 
@@ -56,9 +63,12 @@ def factory(kind: type[PreEnqueuePlugin]) -> Any:
 TEST_REGISTRY = {**REGISTRY, **{kind.name: factory(kind) for kind in (Hold, Broken, Waits)}}
 
 
-def framework(plugins: dict[str, Any] | None = None, registry: Any = TEST_REGISTRY) -> Framework:
-    profile = parse_config({"profiles": [{"plugins": plugins}] if plugins else [{}]}).profiles[0]
-    return Framework.from_profile(profile, registry)
+def framework_of(profile: Profile) -> Framework:
+    return Framework.from_profile(profile, TEST_REGISTRY)
+
+
+def framework(plugins: dict[str, Any] | None = None) -> Framework:
+    return framework_of(parse_config({"profiles": [{"plugins": plugins or {}}]}).profiles[0])
 
 
 def only(*plugins: str) -> dict[str, Any]:
@@ -158,3 +168,152 @@ def test_a_failing_plugin_is_an_error_naming_it(plugin: str, message: str) -> No
     fw = framework({"preEnqueue": {"enabled": [{"name": plugin}, {"name": "Hold"}]}})
     status = fw.run_pre_enqueue_plugins(pod())
     assert (status.code, status.plugin, status.message()) == (Code.ERROR, plugin, message)
+
+
+# --- the queue with PreEnqueue injected ---------------------------------------------------
+
+
+class HoldByLabel:
+    """The queue's PreEnqueue as a plain function: pods labelled `hold` are gated by a
+    plugin named Hold. Records the pods it ran on."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    def __call__(self, raw: dict[str, Any]) -> Gating | None:
+        self.ran.append(raw["metadata"]["name"])
+        reason = raw["metadata"]["labels"].get("hold")
+        return None if reason is None else Gating("Hold", f"held: {reason}")
+
+
+@pytest.fixture
+def hold() -> HoldByLabel:
+    return HoldByLabel()
+
+
+@pytest.fixture
+def q(clock: FakeClock, hold: HoldByLabel) -> SchedulingQueue:
+    return SchedulingQueue(clock, pre_enqueue=hold)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def held(name: str, reason: str | None, rv: int = 1) -> dict[str, Any]:
+    labels = {} if reason is None else {"hold": reason}
+    return queued_pod(name, labels=labels, rv=rv)
+
+
+def update(q: SchedulingQueue, raw: dict[str, Any], seq: int) -> QueuedPodInfo:
+    q.update(key(raw["metadata"]["name"]), raw["metadata"]["uid"], raw, seq)
+    qpi = q.get(key(raw["metadata"]["name"]))
+    assert qpi is not None
+    return qpi
+
+
+def test_a_rejected_pod_waits_gated_naming_the_plugin(
+    q: SchedulingQueue, hold: HoldByLabel
+) -> None:
+    add(q, "free")
+    add(q, "a", labels={"hold": "review"})
+    qpi = q.get(key("a"))
+    assert qpi is not None and qpi.where == "gated"
+    assert (qpi.unschedulable_plugins, qpi.message) == (["Hold"], "held: review")
+    assert hold.ran == ["free", "a"]
+    assert [p.key for p in q.pop(10)] == [key("free")]
+    assert q.take_incoming() == {
+        ("active", "UnschedulablePodAdd"): 1,
+        ("unschedulable", "UnschedulablePodAdd"): 1,  # kube keeps gated pods there
+    }
+    assert q.move_all_to_active_or_backoff("SomethingHappened") == 0
+    assert qpi.where == "gated"
+
+
+def test_an_update_runs_pre_enqueue_again_and_lets_the_pod_in_when_it_passes(
+    q: SchedulingQueue, hold: HoldByLabel
+) -> None:
+    add(q, "a", labels={"hold": "review"})
+    qpi = update(q, held("a", "legal", rv=2), 2)
+    assert qpi.where == "gated" and qpi.message == "held: legal"
+    q.take_incoming()
+    status_only = held("a", "legal", rv=3)
+    status_only["status"]["reason"] = "ksched's own status write"
+    update(q, status_only, 3)  # not isPodUpdated: nothing runs
+    assert hold.ran == ["a", "a"]
+
+    update(q, held("a", None, rv=4), 4)
+    assert (qpi.where, qpi.unschedulable_plugins, qpi.message) == ("active", [], "")
+    assert q.take_incoming() == {("active", "UnschedulablePodUpdatePodLabel"): 1}
+    assert [p.key for p in q.pop(1)] == [key("a")]
+
+
+def test_an_unschedulable_pod_an_update_would_move_is_gated_if_rejected(
+    q: SchedulingQueue,
+) -> None:
+    k = add(q, "a")
+    (qpi,) = q.pop(1)
+    assert q.failed(k, qpi.cycle, unschedulable=True, message="no fit", plugins=["Fit"])
+    update(q, held("a", "review", rv=2), 2)  # without hints every update may help it
+    assert (qpi.where, qpi.unschedulable_plugins) == ("gated", ["Hold"])
+    assert q.take_incoming() == {
+        ("active", "UnschedulablePodAdd"): 1,
+        ("unschedulable", "ScheduleAttemptFailure"): 1,
+    }
+    assert q.move_all_to_active_or_backoff("NodeAdd") == 0  # no longer indexed as unschedulable
+    update(q, held("a", None, rv=3), 3)
+    assert qpi.where == "backoff"  # still backing off from its attempt
+
+
+def test_restored_gated_pods_stay_gated_until_an_update_lets_them_in(
+    q: SchedulingQueue, clock: FakeClock, hold: HoldByLabel
+) -> None:
+    add(q, "a", labels={"hold": "review"})
+    records = [msgpack.unpackb(msgpack.packb(p.to_record())) for p in q.pending_pods()]
+    restored = SchedulingQueue(clock, pre_enqueue=hold)
+    restored.restore(records)
+    qpi = restored.get(key("a"))
+    assert qpi is not None
+    assert (qpi.where, qpi.unschedulable_plugins, qpi.message) == (
+        "gated",
+        ["Hold"],
+        "held: review",
+    )
+    assert restored.counts()["gated"] == 1 and hold.ran == ["a"]
+    update(restored, held("a", None, rv=2), 2)
+    assert qpi.where == "active"
+
+
+def test_without_pre_enqueue_nothing_is_gated(clock: FakeClock) -> None:
+    q = SchedulingQueue(clock)
+    add(q, "a", gates=["example.com/wait"], labels={"hold": "review"})
+    assert [p.key for p in q.pop(1)] == [key("a")]
+
+
+# --- the queue service's PreEnqueue: each pod through its own profile's framework -------
+
+
+def test_each_pod_goes_through_its_profiles_pre_enqueue_plugins() -> None:
+    config = parse_config(
+        {
+            "profiles": [
+                {},
+                {"schedulerName": "ungated", "plugins": only()},
+                {"schedulerName": "holding", "plugins": only("Hold")},
+            ]
+        }
+    )
+    run = run_pre_enqueue({p.scheduler_name: framework_of(p) for p in config.profiles})
+
+    def of(scheduler: str, **kw: Any) -> dict[str, Any]:
+        raw = pod(**kw).raw
+        if scheduler:
+            raw["spec"]["schedulerName"] = scheduler
+        return raw
+
+    assert run(of("", gates=["a"])) == Gating(GATES, "waiting for scheduling gates: [a]")
+    assert run(of("", hold="x")) is None
+    assert run(of("ungated", gates=["a"], hold="x")) is None
+    assert run(of("holding", gates=["a"], hold="x")) == Gating("Hold", "held: x")
+    assert run(of("nobody", gates=["a"])) is None  # no profile: the worker reports it
