@@ -1,11 +1,11 @@
 """A pod in the scheduling queue (kube's QueuedPodInfo), as persisted, and the pod
-helpers the queue needs: priority, gates, nomination, isPodUpdated."""
+helpers the queue needs: priority, nomination, isPodUpdated; the shape of PreEnqueue."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 # Sub-queues (see queue.py).
 ACTIVE = "active"
@@ -68,6 +68,19 @@ _RECORD_FIELDS = tuple(f.name for f in fields(QueuedPodInfo))
 SortKey = Callable[[QueuedPodInfo], tuple[Any, ...]]
 
 
+class Gating(NamedTuple):
+    """What keeps a pod out of activeQ: the PreEnqueue plugin that rejected it (kube's
+    GatingPlugin) and its message."""
+
+    plugin: str
+    message: str
+
+
+# The pod's profile's PreEnqueue plugins, as the queue runs them on a pod added or
+# updated (kube's runPreEnqueuePlugins): None when it may enter activeQ.
+RunPreEnqueue = Callable[[dict[str, Any]], Gating | None]
+
+
 def priority_sort_key(qpi: QueuedPodInfo) -> tuple[Any, ...]:
     return (-qpi.priority, qpi.timestamp)  # PrioritySort's Less
 
@@ -78,11 +91,6 @@ def pod_priority(raw: dict[str, Any]) -> int:
 
 def nominated_node_name(raw: dict[str, Any]) -> str:
     return str((raw.get("status") or {}).get("nominatedNodeName") or "")
-
-
-def is_gated(raw: dict[str, Any]) -> bool:
-    """kube's SchedulingGates PreEnqueue plugin: any gate keeps the pod out of activeQ."""
-    return bool((raw.get("spec") or {}).get("schedulingGates"))
 
 
 def scheduling_view(raw: dict[str, Any]) -> dict[str, Any]:

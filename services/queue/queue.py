@@ -9,9 +9,15 @@ Sub-queues (QueuedPodInfo.where):
   active         kube's activeQ, PrioritySort order (priority, then timestamp)
   backoff        kube's podBackoffQ, ordered by backoff expiry
   unschedulable  kube's unschedulablePods, waiting for a cluster event
-  gated          pods blocked by spec.schedulingGates (kube's PreEnqueue gate)
+  gated          pods a PreEnqueue plugin of their profile rejected (kube keeps them
+                 in unschedulablePods, flagged gated); SchedulingGates holds those
+                 with spec.schedulingGates
   inflight       popped by a worker; lease-protected in case the worker dies
   binding        assumed and handed to a binder; lease-protected likewise
+
+The profile's PreEnqueue plugins, injected as `pre_enqueue`, run when a pod is added
+and when an update may move it (kube's runPreEnqueuePlugins before moveToActiveQ); a
+gated pod leaves `gated` only on an update they let pass.
 
 A pod leaves `unschedulable` on a cluster event only if one of the plugins that
 rejected it registered the event and that plugin's queueing hint says Queue
@@ -44,9 +50,10 @@ from services.queue.podinfo import (
     INFLIGHT,
     UNSCHEDULABLE,
     WHERES,
+    Gating,
     QueuedPodInfo,
+    RunPreEnqueue,
     SortKey,
-    is_gated,
     is_pod_updated,
     nominated_node_name,
     pod_priority,
@@ -96,10 +103,15 @@ _Entry = tuple[tuple[Any, ...], int, str]  # (sort key, token, pod key)
 PreCheck = Callable[[QueuedPodInfo], bool]
 
 
+def _no_pre_enqueue(raw: dict[str, Any]) -> Gating | None:
+    return None
+
+
 class SchedulingQueue:
     """kube's PriorityQueue without I/O; see the module docstring.
 
     `hints` None stands for "no hint map": every event is worth requeuing every pod.
+    `pre_enqueue` None stands for profiles without PreEnqueue plugins: nothing is gated.
     """
 
     def __init__(
@@ -113,8 +125,10 @@ class SchedulingQueue:
         binding_lease: float = 120.0,
         max_in_unschedulable: float = 300.0,
         sort_key: SortKey = priority_sort_key,
+        pre_enqueue: RunPreEnqueue | None = None,
     ) -> None:
         self._clock = clock
+        self._pre_enqueue = pre_enqueue or _no_pre_enqueue
         self._active_key = sort_key
         self.hints = hints
         self.initial_backoff = initial_backoff
@@ -244,17 +258,35 @@ class SchedulingQueue:
             # The attempt uses the old object; its failure is checked against this update.
             self._inflight.add_for_pod(qpi.key, events)
         elif qpi.where == GATED:
-            if not is_gated(qpi.raw):
-                self._requeue(qpi, self._clock(), events[-1].label)
+            self._requeue_if_admitted(qpi, events[-1].label)
         elif qpi.where == ACTIVE:
             if qpi.priority != old_priority:
                 self._place(qpi, ACTIVE)  # re-push: its heap position depends on priority
         elif qpi.where == UNSCHEDULABLE:
             for ev in events:
                 if self._worth(qpi, ev):
-                    self._requeue(qpi, self._clock(), ev.label)
+                    self._requeue_if_admitted(qpi, ev.label)
                     break
         # backoff stays put, as upstream.
+
+    def _requeue_if_admitted(self, qpi: QueuedPodInfo, event: str) -> None:
+        """kube's moveToActiveQ for an updated pod: its PreEnqueue plugins run first; a
+        pod they reject waits in gated, any other is requeued."""
+        gating = self._pre_enqueue(qpi.raw)
+        if gating is not None:
+            self._gate(qpi, gating)
+            return
+        if qpi.where == GATED:  # what rejected it no longer does
+            qpi.unschedulable_plugins, qpi.message = [], ""
+        self._requeue(qpi, self._clock(), event)
+
+    def _gate(self, qpi: QueuedPodInfo, gating: Gating, event: str = "") -> None:
+        """Into gated (kube: unschedulablePods, gated), naming the plugin that rejected
+        the pod as kube's UnschedulablePlugins does. A gated pod stays put."""
+        if qpi.where != GATED:
+            self._place(qpi, GATED, event)
+        qpi.unschedulable_plugins, qpi.message = [gating.plugin], gating.message
+        self.dirty.add(qpi.key)
 
     def _update_nomination(
         self, qpi: QueuedPodInfo, old: dict[str, Any], old_priority: int
@@ -288,6 +320,7 @@ class SchedulingQueue:
         )
 
     def _add_new(self, key: str, uid: str, raw: dict[str, Any], seq: int, event: str) -> None:
+        gating = self._pre_enqueue(raw)
         qpi = QueuedPodInfo(
             key=key,
             uid=uid,
@@ -297,9 +330,10 @@ class SchedulingQueue:
             timestamp=self._clock(),
         )
         self._pods[key] = qpi
-        gated = is_gated(raw)
-        self._place(qpi, GATED if gated else ACTIVE, event)
-        if not gated:
+        if gating is not None:
+            self._gate(qpi, gating, event)
+        else:
+            self._place(qpi, ACTIVE, event)
             self._nominate(qpi, nominated_node_name(raw))
         if pod_group_of(raw):
             # A new member may complete a gang that Coscheduling rejected. Only for

@@ -20,10 +20,12 @@ from services.queue.fence import Lapsed, Outcome, fence, lapse_message
 from services.queue.hints import QueueingHints, hints_from_config, queue_sort_key
 from services.queue.inspect import start_inspection, stats_reply
 from services.queue.podinfo import BINDING
+from services.queue.preenqueue import run_pre_enqueue
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from shared import keys
 from shared.framework.events import action_type, event_from_label
 from shared.framework.interface import ClusterEvent
+from shared.framework.runtime import Framework
 from shared.messages import NominatedPod, QueuedPod, QueueEvent, Report
 from shared.runtime import metrics
 from shared.runtime.elector import EpochFloor
@@ -78,6 +80,9 @@ class QueueService:
         self.rt = rt
         self.hints: QueueingHints = hints_from_config(rt.config)
         self.sort_key = queue_sort_key(rt.config)
+        self.pre_enqueue = run_pre_enqueue(
+            {p.scheduler_name: Framework.from_profile(p) for p in rt.config.profiles}
+        )
         self.q = self._new_queue()
         self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()
@@ -97,7 +102,11 @@ class QueueService:
 
     def _new_queue(self) -> SchedulingQueue:
         return SchedulingQueue(
-            time.time, hints=self.hints, sort_key=self.sort_key, **queue_settings(self.rt)
+            time.time,
+            hints=self.hints,
+            sort_key=self.sort_key,
+            pre_enqueue=self.pre_enqueue,
+            **queue_settings(self.rt),
         )
 
     async def run(self) -> None:

@@ -95,7 +95,8 @@ def build_profile(
 def _point_sets(profile: Profile) -> dict[str, PluginSet]:
     plugins = profile.plugins
     sets: dict[str, PluginSet] = {"multiPoint": PluginSet()}
-    extra = (plugins.model_extra or {}) if plugins is not None else {}
+    # A copy: the profile is built again by each user of it (the queue: hints, sort, PreEnqueue).
+    extra = dict(plugins.model_extra or {}) if plugins is not None else {}
     if plugins is not None:
         sets["multiPoint"] = plugins.multi_point
     for point in EXTENSION_POINTS:

@@ -117,11 +117,20 @@ class Framework:
     # --- PreEnqueue -----------------------------------------------------------
 
     def run_pre_enqueue_plugins(self, pod: PodInfo) -> Status:
+        """RunPreEnqueuePlugins: the plugins in order until the first that does not
+        succeed, whose status names it (the plugin that gates the pod). A rejection
+        stays one; anything else, an exception included, is an Error."""
         for plugin in self.pre_enqueue:
-            status = plugin.pre_enqueue(pod)
-            if not status.ok:
-                status.plugin = plugin.name
-                return status
+            try:
+                status = plugin.pre_enqueue(pod)
+            except Exception as err:
+                return _as_error(plugin.name, "PreEnqueue", err)
+            if status.ok:
+                continue
+            if not status.rejected:
+                return Status(Code.ERROR, status.reasons, plugin=plugin.name)
+            status.plugin = plugin.name
+            return status
         return SUCCESS
 
     # --- PreFilter / Filter ---------------------------------------------------

@@ -25,9 +25,9 @@ class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
     name = NAME
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
+        if not (pod.raw.get("spec") or {}).get("schedulingGates"):
+            return SUCCESS  # from the raw pod: the queue runs this on every pod, unparsed
         gates = [g.name for g in pod.pod.spec.scheduling_gates]
-        if not gates:
-            return SUCCESS
         # Go prints the slice as [a b].
         return Status(
             Code.UNSCHEDULABLE_AND_UNRESOLVABLE,

@@ -187,6 +187,27 @@ def test_args_reach_the_plugin() -> None:
     assert out.instances["NodeAffinity"].args == {"x": 1}
 
 
+def test_a_profile_builds_the_same_plugins_every_time() -> None:
+    config = parse_config(
+        {
+            "profiles": [
+                {
+                    "plugins": {
+                        "filter": {"disabled": [{"name": "*"}], "enabled": [{"name": "NodeName"}]},
+                        "score": {"disabled": [{"name": "ImageLocality"}]},
+                    }
+                }
+            ]
+        }
+    )
+    first, again = (build_profile(config.profiles[0], REGISTRY, Handle()) for _ in range(2))
+    assert names(again.by_point["filter"]) == ["NodeName"]
+    assert "ImageLocality" not in names(again.by_point["score"])
+    assert {p: names(ps) for p, ps in again.by_point.items()} == {
+        p: names(ps) for p, ps in first.by_point.items()
+    }
+
+
 @pytest.mark.parametrize(
     ("profile", "message"),
     [

@@ -9,9 +9,14 @@ from typing import Any
 import msgpack
 import pytest
 
+from services.queue.preenqueue import run_pre_enqueue
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
+from shared.config import Profile
+from shared.framework.runtime import Framework
 
 T0 = 1000.0
+# The default profile's PreEnqueue plugins (SchedulingGates), as the queue service runs them.
+PRE_ENQUEUE = run_pre_enqueue({Profile().scheduler_name: Framework.from_profile(Profile())})
 
 
 class FakeClock:
@@ -69,7 +74,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def q(clock: FakeClock) -> SchedulingQueue:
-    return SchedulingQueue(clock)
+    return SchedulingQueue(clock, pre_enqueue=PRE_ENQUEUE)
 
 
 def pop_one(q: SchedulingQueue) -> QueuedPodInfo:

@@ -17,7 +17,7 @@ from shared.framework.events import EVENT_NODE_ADD
 from shared.framework.interface import ClusterEvent
 from shared.framework.snapshot import Handle
 from shared.plugins import REGISTRY
-from tests.unit.test_queue import T0, FakeClock
+from tests.unit.test_queue import PRE_ENQUEUE, T0, FakeClock
 from tests.unit.test_queue_events import AFFINITY, NOSCHEDULE, TOLERATE, node, pod
 
 FIT, AFF, TAINT = "NodeResourcesFit", "NodeAffinity", "TaintToleration"
@@ -32,7 +32,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def q(clock: FakeClock) -> SchedulingQueue:
-    return SchedulingQueue(clock, hints=HINTS)
+    return SchedulingQueue(clock, hints=HINTS, pre_enqueue=PRE_ENQUEUE)
 
 
 def key(name: str) -> str:

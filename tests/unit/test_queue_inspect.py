@@ -6,7 +6,7 @@ import pytest
 
 from services.queue.inspect import pending_reply, stats_reply
 from services.queue.queue import SchedulingQueue
-from tests.unit.test_queue import T0, FakeClock
+from tests.unit.test_queue import PRE_ENQUEUE, T0, FakeClock
 from tests.unit.test_queue_events import pod
 from tests.unit.test_queue_hints import FIT, HINTS, add, key, reject
 
@@ -18,7 +18,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def q(clock: FakeClock) -> SchedulingQueue:
-    return SchedulingQueue(clock, hints=HINTS)
+    return SchedulingQueue(clock, hints=HINTS, pre_enqueue=PRE_ENQUEUE)
 
 
 def test_pending_pods_listing(q: SchedulingQueue, clock: FakeClock) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from services.queue.nominator import Nominator
 from services.queue.queue import SchedulingQueue
-from tests.unit.test_queue import FakeClock
+from tests.unit.test_queue import PRE_ENQUEUE, FakeClock
 from tests.unit.test_queue_events import pod
 from tests.unit.test_queue_hints import FIT, HINTS, add, key, reject
 
@@ -23,7 +23,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def q(clock: FakeClock) -> SchedulingQueue:
-    return SchedulingQueue(clock, hints=HINTS)
+    return SchedulingQueue(clock, hints=HINTS, pre_enqueue=PRE_ENQUEUE)
 
 
 def nominated(q: SchedulingQueue, node: str | None = None) -> list[str]:
