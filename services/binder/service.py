@@ -34,7 +34,7 @@ from shared.api.podstatus import (
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import Diagnosis, FitError
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, event_label
-from shared.framework.runtime import Framework
+from shared.framework.profile_map import ProfileMap
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import PodInfo
 from shared.messages import BindRequest, Report, attempt_of_message_id, report
@@ -88,7 +88,7 @@ class Binder:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.stopping = asyncio.Event()
-        self.frameworks = {p.scheduler_name: Framework.from_profile(p) for p in rt.config.profiles}
+        self.frameworks = ProfileMap(rt.config)
         for fw in self.frameworks.values():
             fw.handle.bind_pod = self.write_binding  # DefaultBinder's write
         self.permit = PermitWaiter(rt, self._on_permit_decided)

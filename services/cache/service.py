@@ -18,7 +18,7 @@ from typing import Any
 
 from services.cache.cache import ASSUMED, ASSUMED_POD_TTL, Cache, PodState
 from shared import keys
-from shared.framework.runtime import Framework
+from shared.framework.profile_map import ProfileMap
 from shared.framework.types import PodInfo
 from shared.framework.waiting_pods import PermitSignal
 from shared.messages import AssumeReply, Assumption, CacheEvent, PermitState
@@ -67,9 +67,7 @@ class CacheService:
         # node name -> the node object last written to CACHE_NODES (by identity): a
         # node's record changes with every pod on it, its object rarely
         self._written_nodes: dict[str, Any] = {}
-        self.frameworks: dict[str, Framework] = {
-            p.scheduler_name: Framework.from_profile(p) for p in rt.config.profiles
-        }
+        self.frameworks = ProfileMap(rt.config)
         self._set_pod_groups(PodGroups())
         self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()

@@ -15,7 +15,7 @@ from typing import Any
 
 from services.queue.podinfo import SortKey, priority_sort_key
 from shared.api.models import DEFAULT_SCHEDULER_NAME
-from shared.config import ConfigError, SchedulerConfiguration
+from shared.config import ConfigError
 from shared.framework.events import (
     NODE,
     QueueingHintFn,
@@ -34,8 +34,7 @@ from shared.framework.interface import (
     QueueSortKeyPlugin,
     ReservePlugin,
 )
-from shared.framework.profile import build_profile
-from shared.framework.snapshot import Handle
+from shared.framework.runtime import Framework
 from shared.framework.types import NodeInfo, PodInfo
 
 log = logging.getLogger("ksched.queue.hints")
@@ -187,27 +186,17 @@ class QueueingHints:
             return True
 
 
-def hints_from_config(config: SchedulerConfiguration) -> QueueingHints:
-    """Each profile's plugins, instantiated as the framework does, with their events."""
-    from shared.plugins import REGISTRY
-
+def hints_of(frameworks: Mapping[str, Framework]) -> QueueingHints:
+    """Each profile's plugins, as its framework instantiated them, with their events."""
     return QueueingHints.from_plugins(
-        {
-            profile.scheduler_name: build_profile(profile, REGISTRY, Handle()).instances.values()
-            for profile in config.profiles
-        }
+        {name: fw.plugins.instances.values() for name, fw in frameworks.items()}
     )
 
 
-def queue_sort_key(config: SchedulerConfiguration) -> SortKey:
+def queue_sort_key(frameworks: Mapping[str, Framework]) -> SortKey:
     """activeQ's order from the profiles' QueueSort plugin. As kube-scheduler, every
     profile must use the same one: there is one queue."""
-    from shared.plugins import REGISTRY
-
-    sorts = [
-        build_profile(profile, REGISTRY, Handle()).by_point["queueSort"][0]
-        for profile in config.profiles
-    ]
+    sorts = [fw.queue_sort for fw in frameworks.values()]
     if len({p.name for p in sorts}) > 1:
         raise ConfigError(
             "profiles: every profile must use the same queueSort plugin, got "

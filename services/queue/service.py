@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from services.queue.fence import Lapsed, Outcome, fence, lapse_message
-from services.queue.hints import QueueingHints, hints_from_config, queue_sort_key
+from services.queue.hints import QueueingHints, hints_of, queue_sort_key
 from services.queue.inspect import start_inspection, stats_reply
 from services.queue.podinfo import BINDING
 from services.queue.preenqueue import run_pre_enqueue
@@ -25,7 +25,7 @@ from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from shared import keys
 from shared.framework.events import action_type, event_from_label
 from shared.framework.interface import ClusterEvent
-from shared.framework.runtime import Framework
+from shared.framework.profile_map import ProfileMap
 from shared.messages import NominatedPod, QueuedPod, QueueEvent, Report
 from shared.runtime import metrics
 from shared.runtime.elector import EpochFloor
@@ -78,11 +78,10 @@ def cluster_event(ev: QueueEvent) -> ClusterEvent:
 class QueueService:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self.hints: QueueingHints = hints_from_config(rt.config)
-        self.sort_key = queue_sort_key(rt.config)
-        self.pre_enqueue = run_pre_enqueue(
-            {p.scheduler_name: Framework.from_profile(p) for p in rt.config.profiles}
-        )
+        profiles = ProfileMap(rt.config)
+        self.hints: QueueingHints = hints_of(profiles)
+        self.sort_key = queue_sort_key(profiles)
+        self.pre_enqueue = run_pre_enqueue(profiles)
         self.q = self._new_queue()
         self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()

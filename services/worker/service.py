@@ -23,7 +23,7 @@ from shared.api.podstatus import scheduler_name, with_nominated_node
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import FitError
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, event_label
-from shared.framework.runtime import Framework
+from shared.framework.profile_map import ProfileMap
 from shared.framework.schedule_one import Scheduler, SchedulingError
 from shared.framework.types import PodInfo
 from shared.messages import NominatedPod, QueuedPod, Report
@@ -59,15 +59,12 @@ class Worker:
         self.rt = rt
         self.snapshot = Snapshot(rt.redis)
         percentage = rt.config.percentage_of_nodes_to_score
+        profiles = ProfileMap(rt.config)
         self.schedulers = {
-            p.scheduler_name: Scheduler(
-                Framework.from_profile(p),
-                percentage_of_nodes_to_score=percentage,
-                rng=random.Random(),
-            )
-            for p in rt.config.profiles
+            name: Scheduler(fw, percentage_of_nodes_to_score=percentage, rng=random.Random())
+            for name, fw in profiles.items()
         }
-        frameworks = [sched.fw for sched in self.schedulers.values()]
+        frameworks = list(profiles.values())
         self.nominated_version = 0
         self.per_pod_seconds = 0.0  # recent wall time per pod, smoothed
         self.stopping = asyncio.Event()

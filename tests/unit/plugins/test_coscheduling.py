@@ -10,6 +10,7 @@ from services.watcher.routing import Informer, route
 from shared.api.events import BadEvent, decode_cluster_event
 from shared.config import ConfigError, parse_config
 from shared.framework.cycle_state import CycleState
+from shared.framework.profile_map import ProfileMap
 from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
@@ -154,7 +155,7 @@ def test_args_are_validated() -> None:
 
 
 def test_queue_sort_keeps_a_groups_pods_together(clock: Clock) -> None:
-    q = SchedulingQueue(clock, sort_key=queue_sort_key(parse_config(GANG_CONFIG)))
+    q = SchedulingQueue(clock, sort_key=queue_sort_key(ProfileMap(parse_config(GANG_CONFIG))))
     order = [("g1-a", "g1"), ("solo-1", ""), ("g2-a", "g2"), ("g1-b", "g1"), ("solo-2", "")]
     for i, (name, group) in enumerate(order):
         clock.now += 1
@@ -169,14 +170,14 @@ def test_queue_sort_keeps_a_groups_pods_together(clock: Clock) -> None:
 def test_every_profile_must_use_the_same_queue_sort() -> None:
     two = {"profiles": [GANG_CONFIG["profiles"][0], {"schedulerName": "other"}]}
     with pytest.raises(ConfigError, match="same queueSort"):
-        queue_sort_key(parse_config(two))
+        queue_sort_key(ProfileMap(parse_config(two)))
 
 
 def test_a_new_sibling_moves_a_gang_pod_coscheduling_rejected(clock: Clock) -> None:
-    from services.queue.hints import hints_from_config
+    from services.queue.hints import hints_of
 
-    config = parse_config(GANG_CONFIG)
-    q = SchedulingQueue(clock, hints=hints_from_config(config), sort_key=queue_sort_key(config))
+    profiles = ProfileMap(parse_config(GANG_CONFIG))
+    q = SchedulingQueue(clock, hints=hints_of(profiles), sort_key=queue_sort_key(profiles))
     q.add("default/a", "uid-a", make_pod("a").gang("g", 2).obj(), 1)
     q.add("default/x", "uid-x", make_pod("x").gang("other", 2).obj(), 2)
     for p in q.pop(2):
