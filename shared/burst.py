@@ -30,9 +30,9 @@ import redis.asyncio as aioredis
 
 from shared.cli.realistic import docs_pod
 from shared.cli.workload import make_node, make_pod
-from shared.client import PodTracker, publish_all
-from shared.devstack import LocalStack, ServiceProc, running
-from shared.observe import settle
+from shared.tools.client import PodTracker, publish_all
+from shared.tools.devstack import LocalStack, ServiceProc, running
+from shared.tools.observe import settle
 
 SLOW_CONSUMER_MARKS = ("slow consumer", "Slow Consumer")
 

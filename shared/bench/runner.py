@@ -38,11 +38,11 @@ from shared.bench.workloads import (
     churn_objects,
     large_cpu_pod,
 )
-from shared.client import PodTracker, publish_all, publish_node, publish_pod
-from shared.devstack import LocalStack
-from shared.invariants import audit
-from shared.observe import decided, pipeline_counters, settle
 from shared.perf import SAMPLE_INTERVAL, ThroughputCollector
+from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod
+from shared.tools.devstack import LocalStack
+from shared.tools.invariants import audit
+from shared.tools.observe import decided, pipeline_counters, settle
 
 PUBLISH_WINDOW = 256  # publishes in flight while driving the measured pods
 

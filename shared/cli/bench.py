@@ -27,8 +27,8 @@ from shared.bench.report import (
 from shared.bench.runner import BenchResult, run_workload
 from shared.bench.workloads import WORKLOADS, Workload
 from shared.cli.bench_baseline import run_scheduling_basic
-from shared.devstack import temporary_stack
 from shared.runtime.service import tune_gc
+from shared.tools.devstack import temporary_stack
 
 BASIC = "SchedulingBasic"
 

@@ -26,11 +26,11 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 
 from shared.cli.workload import ZONES, make_node, make_pod
-from shared.devstack import LocalStack, temporary_stack
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request
 from shared.snapshot import Snapshot
 from shared.subjects import CACHE_EVENTS
+from shared.tools.devstack import LocalStack, temporary_stack
 
 EVENT_BATCH = 1000
 SEQ = count(1)

@@ -13,7 +13,7 @@ A run ends when every pod is bound or reported unschedulable and the cache's
 commits equal the bindings. Per run: pods/s (bound pods over the time from the
 first publish to the end), assume conflicts (the workers' counter; by plugin
 from the cache's), conflict rate (conflicts / assumes tried at the cache), and
-invariant 3 audited on the whole cluster (shared/invariants.audit): overcommitted
+invariant 3 audited on the whole cluster (shared/tools/invariants.audit): overcommitted
 nodes, violated constraints (host ports, anti-affinity, spread), double bindings.
 Then the cost of a worker's snapshot refresh (shared/cli/bench_refresh.py).
 """
@@ -33,11 +33,11 @@ import redis.asyncio as aioredis
 from shared import keys
 from shared.cli.bench_refresh import print_refresh, refresh_costs
 from shared.cli.workload import ZONE, ZONES, add_anti_affinity, add_spread, make_node, make_pod
-from shared.client import PodTracker, publish_all
-from shared.devstack import LocalStack, temporary_stack
-from shared.invariants import audit
-from shared.observe import PipelineCounters, pipeline_counters, settle
 from shared.perf import SAMPLE_INTERVAL, ThroughputCollector
+from shared.tools.client import PodTracker, publish_all
+from shared.tools.devstack import LocalStack, temporary_stack
+from shared.tools.invariants import audit
+from shared.tools.observe import PipelineCounters, pipeline_counters, settle
 
 
 @dataclass

@@ -6,7 +6,7 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
-from shared.conformance import run_dir
+from shared.tools.conformance import run_dir
 
 
 def run_conformance(args: argparse.Namespace) -> int:

@@ -15,8 +15,8 @@ from pathlib import Path
 import nats
 
 from shared.cli.workload import demo_cluster
-from shared.client import PodTracker, publish_all
-from shared.devstack import LocalStack, find_redis_server
+from shared.tools.client import PodTracker, publish_all
+from shared.tools.devstack import LocalStack, find_redis_server
 
 SETTLE_SECONDS = 2.0
 

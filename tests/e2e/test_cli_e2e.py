@@ -15,8 +15,8 @@ from nats.aio.client import Client as NATS
 from shared.cli.live import discover, scrape
 from shared.cli.top import parse_metrics
 from shared.cli.workload import make_node
-from shared.client import PodTracker
-from shared.devstack import LocalStack, start_nats
+from shared.tools.client import PodTracker
+from shared.tools.devstack import LocalStack, start_nats
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,6 @@ from nats.aio.client import Client as NATS
 from nats.js.api import DeliverPolicy
 
 from shared.cli.workload import make_node, make_pdb, make_pod, preemption_async
-from shared.client import PodTracker, publish_all, publish_pdb, publish_pod
 from shared.subjects import (
     ERROR_HEADER,
     ERRORS_PREFIX,
@@ -20,6 +19,7 @@ from shared.subjects import (
     EVENTS_STREAM,
     pdb_subject,
 )
+from shared.tools.client import PodTracker, publish_all, publish_pdb, publish_pod
 
 pytestmark = pytest.mark.e2e
 

@@ -9,8 +9,8 @@ import nats
 import pytest
 
 from shared.cli.workload import make_node, make_pod
-from shared.client import PodTracker, publish_all
-from shared.devstack import LocalStack, restart
+from shared.tools.client import PodTracker, publish_all
+from shared.tools.devstack import LocalStack, restart
 
 pytestmark = pytest.mark.e2e
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import nats
 
 from shared.cli.workload import make_node, make_pod
-from shared.client import PodTracker, publish_all
-from shared.devstack import free_port
 from shared.subjects import STREAMS
+from shared.tools.client import PodTracker, publish_all
+from shared.tools.devstack import free_port
 
 PROJECT = "ksched-smoke"
 PUBLISHER_ERRORS: list[str] = []

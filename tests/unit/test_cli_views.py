@@ -20,7 +20,7 @@ from shared.cli.top import (
     render_status,
 )
 from shared.cli.workload import make_node, make_pod
-from shared.devstack import free_port
+from shared.tools.devstack import free_port
 
 NOW = dt.datetime(2024, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 

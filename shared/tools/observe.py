@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from shared import keys
 from shared.api.podstatus import REASON_UNSCHEDULABLE
-from shared.client import PodTracker
+from shared.tools.client import PodTracker
 from shared.wire import unpack
 
 CACHE_ADDED = "added"  # the state of a confirmed pod in the cache's records (cache.ADDED)
