@@ -34,11 +34,11 @@ lint: venv
 ## The invariants under faults: 10 000 pods, 500 nodes, kill -9 every 2-6 s, Redis and NATS
 ## restarted; prints the invariant report (a few minutes). `make test` runs a short one.
 chaos: venv
-	$(BIN)/python -m shared.chaos
+	$(BIN)/python -m shared.tools.chaos
 
 ## A burst of 100 000 pod events absorbed and scheduled (backpressure; a few minutes).
 burst: venv
-	$(BIN)/python -m shared.burst
+	$(BIN)/python -m shared.tools.burst
 
 ## Production path: Docker Compose.
 secrets:

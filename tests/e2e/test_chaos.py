@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.chaos import ChaosConfig, chaos_stack, run_chaos
+from shared.tools.chaos import ChaosConfig, chaos_stack, run_chaos
 from shared.tools.devstack import running
 
 pytestmark = pytest.mark.e2e

@@ -9,8 +9,8 @@ monkey stops and the run checks: every pod bound or pending with a current
 FailedScheduling reason, none lost, none bound twice, no invalid placement (the final
 state audited against every constraint), and new pods still get scheduled.
 
-    python -m shared.chaos                       # 10 000 pods, 500 nodes, 3 workers, 2 binders
-    python -m shared.chaos --pods 1000 --nodes 100 --duration 35   # the test's variant
+    python -m shared.tools.chaos    # 10 000 pods, 500 nodes, 3 workers, 2 binders
+    python -m shared.tools.chaos --pods 1000 --nodes 100 --duration 35   # the test's variant
 """
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ def chaos_stack(workdir: Path, cfg: ChaosConfig) -> LocalStack:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shared.chaos", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m shared.tools.chaos", description=__doc__)
     defaults = ChaosConfig()
     for name in ("pods", "nodes", "workers", "binders", "seed"):
         parser.add_argument(f"--{name}", type=int, default=getattr(defaults, name))

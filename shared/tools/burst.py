@@ -9,9 +9,9 @@ queue hands pods out by pop (long poll, at most 1000 per request); workers pull 
 bind work queue in batches. No core-NATS fan-out carries pods, so no subscriber
 buffer can fill up with them.
 
-    python -m shared.burst                       # 100 000 pods on 1000 nodes
-    python -m shared.burst --pods 20000 --nodes 200
-    python -m shared.burst --pods 10000 --pod-bytes 3000   # docs-style pods of 3 KB
+    python -m shared.tools.burst    # 100 000 pods on 1000 nodes
+    python -m shared.tools.burst --pods 20000 --nodes 200
+    python -m shared.tools.burst --pods 10000 --pod-bytes 3000   # docs-style pods of 3 KB
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def _pod(name: str, size: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shared.burst", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m shared.tools.burst", description=__doc__)
     parser.add_argument("--pods", type=int, default=100_000)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=3)
