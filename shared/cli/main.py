@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     bb.add_argument("--init-pods", type=int, default=1000)
     bb.add_argument("--pods", type=int, default=10000, help="measured pods")
 
-    from shared.cli.bench import add_arguments
+    from shared.tools.bench.suite import add_arguments
 
     add_arguments(
         sub.add_parser("bench", help="scheduler_perf's workloads end to end (make bench)")
@@ -155,23 +155,23 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_demo(args)
     if args.command == "bench-cycle":
-        from shared.cli.bench_cycle import run_bench_cycle
+        from shared.tools.bench.cycle import run_bench_cycle
 
         return run_bench_cycle(args)
     if args.command == "bench-queue":
-        from shared.cli.bench_queue import run_bench_queue
+        from shared.tools.bench.queue import run_bench_queue
 
         return run_bench_queue(args)
     if args.command == "bench-baseline":
-        from shared.cli.bench_baseline import run_bench_baseline
+        from shared.tools.bench.baseline import run_bench_baseline
 
         return run_bench_baseline(args)
     if args.command == "bench":
-        from shared.cli.bench import run_bench
+        from shared.tools.bench.suite import run_bench
 
         return run_bench(args)
     if args.command == "bench-scale":
-        from shared.cli.bench_scale import run_bench_scale
+        from shared.tools.bench.scale import run_bench_scale
 
         return run_bench_scale(args)
     if args.command == "simulate":

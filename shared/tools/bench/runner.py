@@ -27,8 +27,9 @@ import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 
 from shared import keys
-from shared.bench.resources import cpu_delta, peak_rss, usages
-from shared.bench.workloads import (
+from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
+from shared.tools.bench.resources import cpu_delta, peak_rss, usages
+from shared.tools.bench.workloads import (
     CHURN_INTERVAL,
     UNSCHEDULABLE_RATE,
     Obj,
@@ -38,7 +39,6 @@ from shared.bench.workloads import (
     churn_objects,
     large_cpu_pod,
 )
-from shared.perf import SAMPLE_INTERVAL, ThroughputCollector
 from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod
 from shared.tools.devstack import LocalStack
 from shared.tools.invariants import audit

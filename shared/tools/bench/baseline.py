@@ -4,7 +4,7 @@ No NATS, no Redis, no other processes: pods go into the pure SchedulingQueue, ar
 popped, scheduled against the snapshot and assumed on it, one after another, the
 way a single kube-scheduler runs scheduleOne. What distribution costs is the gap
 between this and the services' throughput on the same workload (issue 6).
-Throughput is scheduler_perf's SchedulingThroughput (shared/perf.py).
+Throughput is scheduler_perf's SchedulingThroughput (shared/tools/bench/perf.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import random
 import time
 
 from services.queue.queue import SchedulingQueue
-from shared.cli.bench_cycle import cluster
 from shared.cli.workload import make_pod
 from shared.config import Profile
 from shared.framework.cycle_state import CycleState
@@ -23,7 +22,8 @@ from shared.framework.runtime import Framework
 from shared.framework.schedule_one import Scheduler
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import PodInfo
-from shared.perf import SAMPLE_INTERVAL, ThroughputCollector
+from shared.tools.bench.cycle import cluster
+from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
 
 
 def run_scheduling_basic(nodes: int, init_pods: int, pods: int) -> dict[str, float]:

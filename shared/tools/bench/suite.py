@@ -2,7 +2,7 @@
 
 Each workload gets a fresh stack (nats-server, redis-server and every service as a
 separate process, as deployed) and is driven through the public subjects only
-(shared/bench/runner.py). Then SchedulingBasic again with other worker counts,
+(shared/tools/bench/runner.py). Then SchedulingBasic again with other worker counts,
 and the same workload in one process with no NATS or Redis (the baseline).
 Prints the summary table (ratio to kube-scheduler's threshold) and writes a JSON
 file per run, summary.json and the charts under --out.
@@ -16,7 +16,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from shared.bench.report import (
+from shared.runtime.service import tune_gc
+from shared.tools.bench.baseline import run_scheduling_basic
+from shared.tools.bench.report import (
     charts,
     problems,
     resource_table,
@@ -24,10 +26,8 @@ from shared.bench.report import (
     write_run,
     write_summary,
 )
-from shared.bench.runner import BenchResult, run_workload
-from shared.bench.workloads import WORKLOADS, Workload
-from shared.cli.bench_baseline import run_scheduling_basic
-from shared.runtime.service import tune_gc
+from shared.tools.bench.runner import BenchResult, run_workload
+from shared.tools.bench.workloads import WORKLOADS, Workload
 from shared.tools.devstack import temporary_stack
 
 BASIC = "SchedulingBasic"

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shared.bench.runner import BenchResult
+from shared.tools.bench.runner import BenchResult
 
 ROLES = ("watcher", "queue", "cache", "worker", "binder", "nats-server", "redis-server", "driver")
 

@@ -15,7 +15,7 @@ first publish to the end), assume conflicts (the workers' counter; by plugin
 from the cache's), conflict rate (conflicts / assumes tried at the cache), and
 invariant 3 audited on the whole cluster (shared/tools/invariants.audit): overcommitted
 nodes, violated constraints (host ports, anti-affinity, spread), double bindings.
-Then the cost of a worker's snapshot refresh (shared/cli/bench_refresh.py).
+Then the cost of a worker's snapshot refresh (shared/tools/bench/refresh.py).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import nats
 import redis.asyncio as aioredis
 
 from shared import keys
-from shared.cli.bench_refresh import print_refresh, refresh_costs
 from shared.cli.workload import ZONE, ZONES, add_anti_affinity, add_spread, make_node, make_pod
-from shared.perf import SAMPLE_INTERVAL, ThroughputCollector
+from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
+from shared.tools.bench.refresh import print_refresh, refresh_costs
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LocalStack, temporary_stack
 from shared.tools.invariants import audit
