@@ -28,11 +28,11 @@ from typing import Any
 import nats
 import redis.asyncio as aioredis
 
-from shared.cli.realistic import docs_pod
-from shared.cli.workload import make_node, make_pod
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LocalStack, ServiceProc, running
 from shared.tools.observe import settle
+from shared.tools.realistic import docs_pod
+from shared.tools.synthetic import make_node, make_pod
 
 SLOW_CONSUMER_MARKS = ("slow consumer", "Slow Consumer")
 

@@ -32,12 +32,12 @@ import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 from nats.js.errors import APIError
 
-from shared.cli.workload import ZONE, add_anti_affinity, add_spread, make_node, make_pod
 from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, pod_subject
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LEADER_ELECTED, LocalStack, restart, running
 from shared.tools.invariants import AuditReport, audit
 from shared.tools.observe import decided, settle
+from shared.tools.synthetic import ZONE, add_anti_affinity, add_spread, make_node, make_pod
 from shared.wire import dump_json
 
 # Short leases so that a killed leader's work moves on within seconds (kube: 15 s).

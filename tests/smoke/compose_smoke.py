@@ -17,10 +17,10 @@ from pathlib import Path
 
 import nats
 
-from shared.cli.workload import make_node, make_pod
 from shared.subjects import STREAMS
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import free_port
+from shared.tools.synthetic import make_node, make_pod
 
 PROJECT = "ksched-smoke"
 PUBLISHER_ERRORS: list[str] = []

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 from shared.api.models import Pod
-from shared.cli.workload import ZONE
 from shared.tools.bench.report import problems, table
 from shared.tools.bench.resources import Usage, cpu_delta, parse_stat_cpu, parse_status_hwm, usage
 from shared.tools.bench.runner import BenchResult, percentiles
@@ -16,6 +15,7 @@ from shared.tools.bench.workloads import (
     bench_node,
     churn_objects,
 )
+from shared.tools.synthetic import ZONE
 
 
 def test_every_workload_is_sized_as_the_issue_states() -> None:

@@ -14,7 +14,6 @@ import random
 import time
 
 from services.queue.queue import SchedulingQueue
-from shared.cli.workload import make_pod
 from shared.config import Profile
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import FitError
@@ -24,6 +23,7 @@ from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import PodInfo
 from shared.tools.bench.cycle import cluster
 from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
+from shared.tools.synthetic import make_pod
 
 
 def run_scheduling_basic(nodes: int, init_pods: int, pods: int) -> dict[str, float]:

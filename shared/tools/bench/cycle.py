@@ -17,7 +17,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from shared.cli.workload import (
+from shared.config import Profile
+from shared.framework.cycle_state import CycleState
+from shared.framework.runtime import Framework
+from shared.framework.schedule_one import Scheduler
+from shared.framework.snapshot import ClusterSnapshot
+from shared.framework.types import NodeInfo, PodInfo
+from shared.tools.synthetic import (
     HOSTNAME,
     ZONE,
     ZONES,
@@ -26,12 +32,6 @@ from shared.cli.workload import (
     make_node,
     make_pod,
 )
-from shared.config import Profile
-from shared.framework.cycle_state import CycleState
-from shared.framework.runtime import Framework
-from shared.framework.schedule_one import Scheduler
-from shared.framework.snapshot import ClusterSnapshot
-from shared.framework.types import NodeInfo, PodInfo
 
 
 def cluster(num_nodes: int, init_pods: int) -> list[NodeInfo]:

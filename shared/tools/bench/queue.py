@@ -21,10 +21,10 @@ from typing import Any
 import nats
 from nats.aio.client import Client as NATS
 
-from shared.cli.workload import make_pod
 from shared.runtime.rpc import request
 from shared.subjects import QUEUE_EVENTS, QUEUE_POP, QUEUE_REPORT
 from shared.tools.devstack import LocalStack, temporary_stack
+from shared.tools.synthetic import make_pod
 
 ADD_BATCH = 500
 

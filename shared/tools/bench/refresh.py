@@ -25,12 +25,12 @@ import nats
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 
-from shared.cli.workload import ZONES, make_node, make_pod
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request
 from shared.snapshot import Snapshot
 from shared.subjects import CACHE_EVENTS
 from shared.tools.devstack import LocalStack, temporary_stack
+from shared.tools.synthetic import ZONES, make_node, make_pod
 
 EVENT_BATCH = 1000
 SEQ = count(1)

@@ -31,13 +31,13 @@ import nats
 import redis.asyncio as aioredis
 
 from shared import keys
-from shared.cli.workload import ZONE, ZONES, add_anti_affinity, add_spread, make_node, make_pod
 from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
 from shared.tools.bench.refresh import print_refresh, refresh_costs
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LocalStack, temporary_stack
 from shared.tools.invariants import audit
 from shared.tools.observe import PipelineCounters, pipeline_counters, settle
+from shared.tools.synthetic import ZONE, ZONES, add_anti_affinity, add_spread, make_node, make_pod
 
 
 @dataclass

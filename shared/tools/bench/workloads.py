@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.cli.workload import HOSTNAME, ZONE, ZONES, add_spread, make_node, make_pod
+from shared.tools.synthetic import HOSTNAME, ZONE, ZONES, add_spread, make_node, make_pod
 
 INIT_NAMESPACE = "sched-setup"  # scheduler_perf's namespaces for init and measured pods
 MEASURED_NAMESPACE = "sched-test"

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.cli.manifests import Manifest
-from shared.cli.workloads import (
+from shared.tools.cli.manifests import Manifest
+from shared.tools.cli.workloads import (
     WORKLOAD_KINDS,
     expand,
     owner_reference,

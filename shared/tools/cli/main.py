@@ -20,7 +20,7 @@ def _namespace(p: argparse.ArgumentParser) -> None:
 
 
 def add_kubectl_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """kubectl's verbs against a running ksched (shared/cli/kubectl.py, top.py)."""
+    """kubectl's verbs against a running ksched (shared/tools/cli/kubectl.py, top.py)."""
     apply = sub.add_parser("apply", help="publish Pods, Nodes and workloads from manifests")
     apply.add_argument("-f", "--filename", required=True, help="a file, a directory, or -")
     _nats(apply)
@@ -143,15 +143,15 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command in ("apply", "delete", "get", "describe"):
-        from shared.cli.kubectl import run
+        from shared.tools.cli.kubectl import run
 
         return run(args)
     if args.command in ("top", "status"):
-        from shared.cli.top import run as run_top
+        from shared.tools.cli.top import run as run_top
 
         return run_top(args)
     if args.command == "demo":
-        from shared.cli.demo import run_demo
+        from shared.tools.cli.demo import run_demo
 
         return run_demo(args)
     if args.command == "bench-cycle":
@@ -175,11 +175,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_bench_scale(args)
     if args.command == "simulate":
-        from shared.cli.simulate import run_simulate
+        from shared.tools.cli.simulate import run_simulate
 
         return run_simulate(args)
     if args.command == "conformance":
-        from shared.cli.conformance import run_conformance
+        from shared.tools.cli.conformance import run_conformance
 
         return run_conformance(args)
     return 2

@@ -16,11 +16,13 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import APIError
 
-from shared.cli.apply import Action, Current, plan, pod_lines
-from shared.cli.describe import describe_node, describe_pod
-from shared.cli.live import CliError, ClusterWatch, Entry, connect, read_cluster, read_events
-from shared.cli.manifests import Manifest, ManifestError, read_manifests
-from shared.cli.tables import (
+from shared.runtime.connections import ensure_streams
+from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, node_subject, pdb_subject, pod_subject
+from shared.tools.cli.apply import Action, Current, plan, pod_lines
+from shared.tools.cli.describe import describe_node, describe_pod
+from shared.tools.cli.live import CliError, ClusterWatch, Entry, connect, read_cluster, read_events
+from shared.tools.cli.manifests import Manifest, ManifestError, read_manifests
+from shared.tools.cli.tables import (
     as_list,
     column_widths,
     dump,
@@ -31,8 +33,6 @@ from shared.cli.tables import (
     render_rows,
     render_table,
 )
-from shared.runtime.connections import ensure_streams
-from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, node_subject, pdb_subject, pod_subject
 from shared.wire import dump_json
 
 RESOURCES = {
@@ -274,10 +274,10 @@ def explain_live(
 ) -> dict[str, Any] | None:
     """The pod's framework run against the cluster as the stream shows it now (nodes
     and bound pods), as `ksched simulate` runs it against a file."""
-    from shared.cli.simulate import build_cluster, explain
     from shared.config import load_config
     from shared.framework.runtime import Framework
     from shared.framework.types import PodInfo
+    from shared.tools.cli.simulate import build_cluster, explain
 
     config = load_config(config_path)
     info = PodInfo.of(pod)

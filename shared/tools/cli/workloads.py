@@ -30,10 +30,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from shared.api.models import Node, Pod, describe_validation_error, validate_subdomain
-from shared.cli.manifests import Manifest
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.nodeaffinity import required_node_affinity_matches
 from shared.plugins.tainttoleration import tolerates_hard_taints
+from shared.tools.cli.manifests import Manifest
 
 # k8s.io/apimachinery/pkg/util/rand: no vowels, no confusable digits.
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import nats
 
-from shared.cli.workload import demo_cluster
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LocalStack, find_redis_server
+from shared.tools.synthetic import demo_cluster
 
 SETTLE_SECONDS = 2.0
 

@@ -21,11 +21,11 @@ from typing import Any
 from nats.aio.client import Client as NATS
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.cli.describe import percent
-from shared.cli.live import CliError, ClusterWatch, Instance, connect, discover, scrape
-from shared.cli.tables import human_duration, parse_time, render_table
 from shared.framework.types import PodResources, allocatable_of
 from shared.subjects import QUEUE_STATS
+from shared.tools.cli.describe import percent
+from shared.tools.cli.live import CliError, ClusterWatch, Instance, connect, discover, scrape
+from shared.tools.cli.tables import human_duration, parse_time, render_table
 
 SERVICES = ("watcher", "queue", "cache", "worker", "binder")
 ATTEMPTS = "scheduler_schedule_attempts_total"

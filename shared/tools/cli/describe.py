@@ -9,8 +9,8 @@ from typing import Any
 
 from shared.api.podstatus import scheduler_name
 from shared.api.resources import pod_requests
-from shared.cli.tables import NONE, age, node_roles, pod_status, render_table
 from shared.framework.types import allocatable_of
+from shared.tools.cli.tables import NONE, age, node_roles, pod_status, render_table
 
 BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 SHOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage")

@@ -12,7 +12,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from shared.api.models import describe_validation_error
-from shared.cli.manifests import ManifestError, load_objects
 from shared.config import ConfigError, load_config
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import ClusterObjects, NodeScore
@@ -20,6 +19,7 @@ from shared.framework.runtime import Framework, PluginScores, select_host
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
+from shared.tools.cli.manifests import ManifestError, load_objects
 
 STATUS_NAMES = {
     Code.SUCCESS: "passed",
