@@ -58,7 +58,8 @@ compose-smoke: venv secrets
 bench: venv
 	$(BIN)/ksched bench
 
-## The same at 5000 nodes with the full pod counts; results and charts in bench/results/full.
+## The same at 5000 nodes with the full pod counts; results and charts in
+## shared/tools/bench/results/full (the reference run kept in git, charts aside).
 bench-full: venv
 	$(BIN)/ksched bench --full
 

@@ -10,6 +10,10 @@ from typing import Any
 
 from shared.tools.bench.runner import BenchResult
 
+# Where `ksched bench` writes by default, beside this code: results/short and
+# results/full; git keeps results/full (JSON and run.txt), the reference run.
+RESULTS = Path(__file__).resolve().parent / "results"
+
 ROLES = ("watcher", "queue", "cache", "worker", "binder", "nats-server", "redis-server", "driver")
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from shared.runtime.service import tune_gc
 from shared.tools.bench.baseline import run_scheduling_basic
 from shared.tools.bench.report import (
+    RESULTS,
     charts,
     problems,
     resource_table,
@@ -63,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, help="override every workload's node count")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply pod counts (tests)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per phase")
-    parser.add_argument("--out", type=Path, help="default: bench/results/{short,full}")
+    parser.add_argument("--out", type=Path, help="default: shared/tools/bench/results/{short,full}")
     parser.add_argument("--no-chart", action="store_true")
 
 
@@ -113,7 +114,7 @@ def _run_one(w: Workload, args: argparse.Namespace, workers: int, paced: int) ->
 def run_bench(args: argparse.Namespace) -> int:
     tune_gc()  # the driver shares the cores with the stack: as lean as the services
     variant = "full" if args.full else "short"
-    out = args.out or Path("bench/results") / variant
+    out = args.out or RESULTS / variant
     started = time.time()
     print(f"ksched bench ({variant}): workloads {' '.join(args.workloads)}", flush=True)
     results = [
