@@ -71,11 +71,11 @@ bench-cycle: venv
 bench-queue: venv
 	$(BIN)/ksched bench-queue
 
-## Pods/s, assume conflicts and invariant 3 with 1, 2 and 4 workers on 500 nodes; snapshot refresh cost.
 ## SchedulingBasic in one process (no NATS, no Redis): what distribution costs.
 bench-baseline: venv
 	$(BIN)/ksched bench-baseline
 
+## Pods/s, assume conflicts and invariant 3 with 1, 2 and 4 workers on 500 nodes; snapshot refresh cost.
 bench-scale: venv
 	$(BIN)/ksched bench-scale
 
