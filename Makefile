@@ -50,7 +50,7 @@ up: secrets
 down:
 	$(COMPOSE) down -v
 
-## Build the images, bring the stack up with 2 workers and 2 binders, schedule a workload, tear down.
+## Build the images, bring the stack up with 2 replicas of every service, schedule a workload, tear down.
 compose-smoke: venv secrets
 	COMPOSE="$(COMPOSE)" $(BIN)/python -m tests.smoke.compose_smoke
 

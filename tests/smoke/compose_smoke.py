@@ -1,4 +1,4 @@
-"""`make compose-smoke`: build the image, run compose.yaml with 2 workers and 2 binders,
+"""`make compose-smoke`: build the image, run compose.yaml with 2 replicas of every service,
 schedule a small workload through the published NATS port, check it, tear down.
 
 Needs a Docker engine (on a machine without registry access, first run
