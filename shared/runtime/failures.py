@@ -1,7 +1,9 @@
 """What ksched writes when a pod's attempt fails: PodScheduled=False and FailedScheduling.
 
-Shared by the worker (scheduling cycle) and the binder (binding cycle), as
-kube-scheduler's handleSchedulingFailure serves both.
+Used by the binder: a failed binding cycle and a dead-lettered bind request. The
+worker writes the same condition and event for a failed scheduling cycle with code
+of its own (services/worker/service.py, `_record_failure` and `_write_status`),
+where kube-scheduler's handleSchedulingFailure serves both cycles.
 """
 
 from __future__ import annotations
