@@ -34,11 +34,11 @@ lint: venv
 ## The invariants under faults: 10 000 pods, 500 nodes, kill -9 every 2-6 s, Redis and NATS
 ## restarted; prints the invariant report (a few minutes). `make test` runs a short one.
 chaos: venv
-	$(BIN)/python -m shared.chaos
+	$(BIN)/python -m shared.tools.chaos
 
 ## A burst of 100 000 pod events absorbed and scheduled (backpressure; a few minutes).
 burst: venv
-	$(BIN)/python -m shared.burst
+	$(BIN)/python -m shared.tools.burst
 
 ## Production path: Docker Compose.
 secrets:
@@ -50,7 +50,7 @@ up: secrets
 down:
 	$(COMPOSE) down -v
 
-## Build the images, bring the stack up with 2 workers and 2 binders, schedule a workload, tear down.
+## Build the images, bring the stack up with 2 replicas of every service, schedule a workload, tear down.
 compose-smoke: venv secrets
 	COMPOSE="$(COMPOSE)" $(BIN)/python -m tests.smoke.compose_smoke
 
@@ -58,7 +58,8 @@ compose-smoke: venv secrets
 bench: venv
 	$(BIN)/ksched bench
 
-## The same at 5000 nodes with the full pod counts; results and charts in bench/results/full.
+## The same at 5000 nodes with the full pod counts; results and charts in
+## shared/tools/bench/results/full (the reference run kept in git, charts aside).
 bench-full: venv
 	$(BIN)/ksched bench --full
 
@@ -70,11 +71,11 @@ bench-cycle: venv
 bench-queue: venv
 	$(BIN)/ksched bench-queue
 
-## Pods/s, assume conflicts and invariant 3 with 1, 2 and 4 workers on 500 nodes; snapshot refresh cost.
 ## SchedulingBasic in one process (no NATS, no Redis): what distribution costs.
 bench-baseline: venv
 	$(BIN)/ksched bench-baseline
 
+## Pods/s, assume conflicts and invariant 3 with 1, 2 and 4 workers on 500 nodes; snapshot refresh cost.
 bench-scale: venv
 	$(BIN)/ksched bench-scale
 

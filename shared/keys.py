@@ -1,21 +1,28 @@
 """Every Redis key ksched uses, defined once.
 
-Key schema (all values msgpack unless noted):
+Key schema (all values msgpack unless noted). The queue and cache leaders write
+theirs through one fenced Lua script (runtime/elector.py, FencedBatch):
   ksched:cache:nodes        hash  node name -> raw core/v1 Node (as published)
-  ksched:cache:pods         hash  pod key "ns/name" -> PodState record (cache.state)
-  ksched:cache:nodeinfo     hash  node name -> NodeInfo snapshot record (worker view)
+  ksched:cache:pods         hash  pod key "ns/name" -> PodState record
+                                  (services/cache/cache.py, PodState.to_record)
+  ksched:cache:nodeinfo     hash  node name -> NodeInfo record (framework/types.py,
+                                  NodeInfo.to_record): what workers' snapshots read
   ksched:cache:generations  zset  node name -> generation at its last change
                                   (a deleted node keeps its entry, with no nodeinfo)
   ksched:cache:generation   str   the latest generation handed out (int)
   ksched:cache:podgroups    hash  group "ns/name" -> PodGroup record (shared/podgroups.py)
                                   with its member pod keys
   ksched:cache:podgroups:version  str  bumped on every change of podgroups (int)
-  ksched:queue:pods         hash  pod key -> queued pod record (queue.state)
-  ksched:queue:meta         hash  scheduling cycle, move request cycle
+  ksched:queue:pods         hash  pod key -> QueuedPodInfo record
+                                  (services/queue/podinfo.py, QueuedPodInfo.to_record)
+  ksched:queue:meta         hash  scheduling_cycle, move_request_cycle (ints)
   ksched:lease:<service>    hash  holder, epoch: the leader of watcher/queue/cache;
                                   expires one lease duration after its last renewal
   ksched:lease:<service>:epoch  str  the latest epoch handed out (int, never expires):
-                                  the fencing token queue and cache writes check
+                                  the fencing token. A leader's writes carry its epoch
+                                  and are refused once a newer one exists; queue and
+                                  cache admit the watcher's deliveries only from its
+                                  latest epoch (runtime/elector.py, EpochFloor)
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """Schemas of the internal messages between services (msgpack maps), defined once.
 
-TypedDicts document the shape; builders keep the field names in one place.
+TypedDicts document the shape of each item; the comment over each subject gives
+the request's envelope and its reply. Messages that more than one service builds or
+reads have their builders here (a report, the bind work queue's message id).
+Every batch is split to fit the server's max payload (shared/wire.py:pack_chunks).
 """
 
 from __future__ import annotations
@@ -9,7 +12,8 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 # --- watcher -> queue (QUEUE_EVENTS) ------------------------------------------
 # {"events": [QueueEvent, ...], "epoch"} -> {"applied": n, "failed": [[index, reason]]}
-# (QUEUE_EVENTS and CACHE_EVENTS alike: an event that failed is named, the rest applied).
+# (QUEUE_EVENTS and CACHE_EVENTS alike: an event that failed is named, the rest applied;
+# a deposed watcher's epoch gets {"error": ...} and nothing applied).
 # Every internal batch is split to fit the server's max payload (wire.pack_chunks).
 QueueOp = Literal["upsert", "delete", "assigned", "move"]
 
@@ -33,7 +37,8 @@ class QueueEvent(TypedDict, total=False):
 
 
 # --- watcher -> cache (CACHE_EVENTS) ------------------------------------------
-# {"events": [CacheEvent, ...]}
+# {"events": [CacheEvent, ...], "epoch"}
+#   -> {"applied": n, "freed": n (events that freed room), "failed": [[index, reason]]}
 CacheOp = Literal[
     "node_upsert",
     "node_delete",
@@ -58,7 +63,7 @@ class CacheEvent(TypedDict, total=False):
     present: bool
 
 
-# --- worker <-> queue ----------------------------------------------------------
+# --- worker <-> queue (QUEUE_POP) ----------------------------------------------
 class PopRequest(TypedDict):
     max: int
     wait_ms: int
@@ -93,6 +98,8 @@ class NominatedPod(TypedDict):
     pod: dict[str, Any]
 
 
+# --- worker, binder -> queue (QUEUE_REPORT) ------------------------------------
+# {"reports": [Report, ...], "move": "<event>" (optional)} -> {"accepted": n}
 Outcome = Literal["assumed", "unschedulable", "error"]
 
 
@@ -146,9 +153,13 @@ class AssumeReply(TypedDict, total=False):
 # {"assume": [Assumption, ...]} -> {"results": [AssumeReply, ...]}
 
 
-# --- binder -> cache (CACHE_BINDING) ------------------------------------------
-# {"finish": [[key, uid], ...], "forget": [[key, uid], ...],
-#  "forget_attempts": [[key, cycle], ...]}  (a dead-lettered request: uid unknown)
+# --- binder, worker, queue -> cache (CACHE_BINDING) ----------------------------
+# {"finish": [[key, uid], ...],             binder: bound, the assumption confirmed
+#  "forget": [[key, uid], ...],             worker: committed, then Permit rejected
+#  "forget_attempts": [[key, cycle], ...]}  binder: a failed bind or a dead letter;
+#                                           queue: a lapsed attempt it fenced
+#   -> {"forgotten": n}
+# By cycle, only that attempt's assumption goes, not a later attempt of the same pod.
 
 
 # --- worker/binder -> cache (CACHE_PERMIT), cache -> binders (PERMIT_VERDICTS) ----

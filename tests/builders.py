@@ -11,9 +11,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from shared.cli.workload import HOSTNAME, ZONE, add_anti_affinity, add_spread
 from shared.framework.types import NodeInfo, PodInfo
 from shared.podgroups import MIN_AVAILABLE_ANNOTATION, POD_GROUP_LABEL
+from shared.tools.synthetic import HOSTNAME, ZONE, add_anti_affinity, add_spread
 
 __all__ = ["HOSTNAME", "ZONE", "NodeBuilder", "PodBuilder", "make_node", "make_pod"]
 

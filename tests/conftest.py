@@ -10,8 +10,8 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 
-from shared.client import PodTracker
-from shared.devstack import LocalStack, Server, running, start_nats, start_redis
+from shared.tools.client import PodTracker
+from shared.tools.devstack import LocalStack, Server, running, start_nats, start_redis
 
 # A standby takes over about 3 s after its leader died (kube's defaults: 15 s).
 SHORT_ELECTION = {

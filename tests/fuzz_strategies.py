@@ -12,8 +12,8 @@ from typing import Any
 import msgpack
 from hypothesis import strategies as st
 
-from shared.cli.workload import make_node, make_pod
 from shared.subjects import MSGPACK_CONTENT_TYPE
+from shared.tools.synthetic import make_node, make_pod
 
 ABSURD_QUANTITIES = [
     "1e999999",

@@ -1,37 +1,42 @@
-"""Render a terminal capture (text) to a PNG: `python docs/captures/render.py top.txt`.
+"""Render a terminal capture (text) as an SVG: `python docs/captures/render.py top.txt`.
 
 The captures are plain text taken with `tmux capture-pane -p` (see docs/tutorial.md);
-this draws them in DejaVu Sans Mono (shipped with matplotlib) on a dark background.
+this lays them out in a monospace font on a dark background, one <text> per line,
+so the image stays a small text file beside its capture.
 """
 
 from __future__ import annotations
 
 import sys
+from html import escape
 from pathlib import Path
 
-import matplotlib
-from PIL import Image, ImageDraw, ImageFont
-
-FONT = Path(matplotlib.get_data_path()) / "fonts/ttf/DejaVuSansMono.ttf"
 SIZE, PAD = 15, 16
-BACKGROUND, FOREGROUND, HIGHLIGHT = (30, 30, 30), (220, 220, 220), (120, 200, 120)
+CELL_W, CELL_H = SIZE * 0.602, round(SIZE * 1.35)  # DejaVu Sans Mono's advance is 0.602 em
+FONT = "'DejaVu Sans Mono', Menlo, Consolas, monospace"
+BACKGROUND, FOREGROUND, HIGHLIGHT = "#1e1e1e", "#dcdcdc", "#78c878"
 
 
-def render(text: str, out: Path) -> None:
-    font = ImageFont.truetype(str(FONT), SIZE)
+def render(text: str) -> str:
     lines = text.rstrip("\n").splitlines()
-    cell_w = font.getbbox("M")[2]
-    cell_h = int(SIZE * 1.35)
-    width = max(len(line) for line in lines) * cell_w + 2 * PAD
-    image = Image.new("RGB", (width, len(lines) * cell_h + 2 * PAD), BACKGROUND)
-    draw = ImageDraw.Draw(image)
+    width = round(max(len(line) for line in lines) * CELL_W + 2 * PAD)
+    height = len(lines) * CELL_H + 2 * PAD
+    rows = []
     for i, line in enumerate(lines):
         colour = HIGHLIGHT if line.startswith(("ksched", "summary", "SERVICE")) else FOREGROUND
-        draw.text((PAD, PAD + i * cell_h), line, font=font, fill=colour)
-    image.save(out)
+        y = PAD + i * CELL_H + SIZE
+        rows.append(f'<text x="{PAD}" y="{y}" fill="{colour}">{escape(line)}</text>')
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">\n'
+        f'<rect width="100%" height="100%" fill="{BACKGROUND}"/>\n'
+        f'<g font-family="{FONT}" font-size="{SIZE}" xml:space="preserve">\n'
+        + "\n".join(rows)
+        + "\n</g>\n</svg>\n"
+    )
 
 
 if __name__ == "__main__":
     for name in sys.argv[1:]:
         path = Path(name)
-        render(path.read_text(), path.with_suffix(".png"))
+        path.with_suffix(".svg").write_text(render(path.read_text()))

@@ -1,7 +1,9 @@
-"""Draws docs/architecture.png: `python docs/diagrams/architecture.py` (matplotlib).
+"""Draws docs/architecture.svg: `python docs/diagrams/architecture.py` (matplotlib).
 
 Boxes are services, streams and Redis key groups; arrows carry the subject and the
-step of a pod's life (numbers match docs/architecture.md)."""
+step of a pod's life (numbers match docs/architecture.md). The SVG keeps its text as
+text (a small file git can diff) and carries no date, so drawing it again changes
+nothing unless the picture did."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["svg.fonttype"] = "none"
+matplotlib.rcParams["svg.hashsalt"] = "ksched"
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
@@ -80,8 +84,8 @@ def main(out: Path) -> None:
                 bbox={"fc": "white", "ec": "none", "alpha": 0.85, "pad": 1})
     ax.set_title("ksched: services, subjects, Redis keys and the life of a pod (① … ⑧)", fontsize=13)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, metadata={"Date": None})
 
 
 if __name__ == "__main__":
-    main(Path(__file__).resolve().parents[1] / "architecture.png")
+    main(Path(__file__).resolve().parents[1] / "architecture.svg")

@@ -6,9 +6,9 @@ import signal
 
 from nats.aio.client import Client as NATS
 
-from shared.cli.workload import make_node, make_pod
-from shared.client import PodTracker, publish_all
-from shared.devstack import LocalStack
+from shared.tools.client import PodTracker, publish_all
+from shared.tools.devstack import LocalStack
+from shared.tools.synthetic import make_node, make_pod
 
 
 async def run_and_kill(

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.bench.workloads import WORKLOADS
-from shared.cli.main import main
+from shared.tools.bench.workloads import WORKLOADS
+from shared.tools.cli.main import main
 
 pytestmark = pytest.mark.e2e
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from shared.cli.main import main
+from shared.tools.cli.main import main
 
 pytestmark = pytest.mark.e2e
 

@@ -13,9 +13,6 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 
-from shared.cli.workload import make_gang_pod, make_node, make_pod, make_pod_group
-from shared.client import PodTracker, publish_all, publish_node, publish_pod, publish_pod_group
-from shared.devstack import SERVICES, LocalStack, running
 from shared.subjects import (
     BIND_DEAD_LETTER,
     BIND_SUBJECT,
@@ -23,6 +20,15 @@ from shared.subjects import (
     ERRORS_STREAM,
     EVENTS_PREFIX,
 )
+from shared.tools.client import (
+    PodTracker,
+    publish_all,
+    publish_node,
+    publish_pod,
+    publish_pod_group,
+)
+from shared.tools.devstack import SERVICES, LocalStack, running
+from shared.tools.synthetic import make_gang_pod, make_node, make_pod, make_pod_group
 from shared.wire import pack
 from tests.conftest import make_test_stack
 from tests.e2e.kills import run_and_kill

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.chaos import ChaosConfig, chaos_stack, run_chaos
-from shared.devstack import running
+from shared.tools.chaos import ChaosConfig, chaos_stack, run_chaos
+from shared.tools.devstack import running
 
 pytestmark = pytest.mark.e2e
 

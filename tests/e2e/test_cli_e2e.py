@@ -12,11 +12,11 @@ import pytest
 import yaml
 from nats.aio.client import Client as NATS
 
-from shared.cli.live import discover, scrape
-from shared.cli.top import parse_metrics
-from shared.cli.workload import make_node
-from shared.client import PodTracker
-from shared.devstack import LocalStack, start_nats
+from shared.tools.cli.live import discover, scrape
+from shared.tools.cli.top import parse_metrics
+from shared.tools.client import PodTracker
+from shared.tools.devstack import LocalStack, start_nats
+from shared.tools.synthetic import make_node
 
 pytestmark = pytest.mark.e2e
 
@@ -25,7 +25,7 @@ async def ksched(url: str, *args: str, stdin: str | None = None) -> tuple[int, s
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "shared.cli.main",
+        "shared.tools.cli.main",
         *args,
         "--nats",
         url,

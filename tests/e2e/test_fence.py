@@ -11,12 +11,12 @@ from nats.js import JetStreamContext
 
 from services.queue.fence import Lapsed, Outcome, fence
 from shared.api.podstatus import bound_pod, pod_condition
-from shared.cli.workload import make_pod
-from shared.client import publish_pod
-from shared.devstack import Server
 from shared.runtime.connections import ensure_streams
 from shared.runtime.publish import Conflict, write_pod
 from shared.subjects import CLUSTER_STREAM, pod_subject
+from shared.tools.client import publish_pod
+from shared.tools.devstack import Server
+from shared.tools.synthetic import make_pod
 from shared.wire import decode_user_payload
 
 pytestmark = pytest.mark.e2e

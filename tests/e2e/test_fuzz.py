@@ -23,9 +23,6 @@ from nats.js.errors import NotFoundError
 
 from shared import keys
 from shared.api.events import BadEvent, decode_cluster_event
-from shared.cli.workload import make_node, make_pod
-from shared.client import PodTracker, publish_all
-from shared.devstack import LocalStack, running
 from shared.subjects import (
     BIND_DEAD_LETTER,
     BIND_STREAM,
@@ -43,6 +40,9 @@ from shared.subjects import (
     QUEUE_REPORT,
     error_subject,
 )
+from shared.tools.client import PodTracker, publish_all
+from shared.tools.devstack import LocalStack, running
+from shared.tools.synthetic import make_node, make_pod
 from shared.wire import pack
 from tests.conftest import make_test_stack
 from tests.fuzz_strategies import NAME, NAMESPACE, internal_request, watch_event

@@ -14,9 +14,9 @@ from pathlib import Path
 import nats
 import pytest
 
-from shared.cli.workload import make_node, make_pod
-from shared.client import PodTracker, publish_all
-from shared.devstack import LocalStack, ServiceProc, running
+from shared.tools.client import PodTracker, publish_all
+from shared.tools.devstack import LocalStack, ServiceProc, running
+from shared.tools.synthetic import make_node, make_pod
 from tests.conftest import make_test_stack
 
 pytestmark = pytest.mark.e2e

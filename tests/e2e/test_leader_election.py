@@ -18,13 +18,13 @@ from redis import Redis as SyncRedis
 
 from services.watcher.takeover import take_over
 from shared import keys
-from shared.cli.workload import make_node, make_pod
-from shared.client import PodTracker, publish_all
-from shared.devstack import LocalStack, Server, running, start_nats
 from shared.runtime.connections import ensure_streams
 from shared.runtime.elector import EpochFloor, Fenced, LeaderElector
 from shared.runtime.lease import LeaseConfig, Role
 from shared.subjects import CLUSTER_STREAM
+from shared.tools.client import PodTracker, publish_all
+from shared.tools.devstack import LocalStack, Server, running, start_nats
+from shared.tools.synthetic import make_node, make_pod
 from tests.conftest import make_test_stack
 
 pytestmark = pytest.mark.e2e

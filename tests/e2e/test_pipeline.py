@@ -8,10 +8,10 @@ import json
 import pytest
 from nats.aio.client import Client as NATS
 
-from shared.cli.workload import make_node, make_pod
-from shared.client import PodTracker, publish_all, publish_node, publish_pod
-from shared.devstack import LocalStack
 from shared.subjects import ERROR_HEADER, ERRORS_STREAM
+from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod
+from shared.tools.devstack import LocalStack
+from shared.tools.synthetic import make_node, make_pod
 from tests.e2e.kills import run_and_kill
 
 pytestmark = pytest.mark.e2e

@@ -10,8 +10,6 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js.api import DeliverPolicy
 
-from shared.cli.workload import make_node, make_pdb, make_pod, preemption_async
-from shared.client import PodTracker, publish_all, publish_pdb, publish_pod
 from shared.subjects import (
     ERROR_HEADER,
     ERRORS_PREFIX,
@@ -20,6 +18,8 @@ from shared.subjects import (
     EVENTS_STREAM,
     pdb_subject,
 )
+from shared.tools.client import PodTracker, publish_all, publish_pdb, publish_pod
+from shared.tools.synthetic import make_node, make_pdb, make_pod, preemption_async
 
 pytestmark = pytest.mark.e2e
 

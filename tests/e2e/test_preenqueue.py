@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from nats.aio.client import Client as NATS
 
-from shared.cli.workload import make_node, make_pod
-from shared.client import PodTracker, publish_node, publish_pod
-from shared.devstack import LocalStack, running
+from shared.tools.client import PodTracker, publish_node, publish_pod
+from shared.tools.devstack import LocalStack, running
+from shared.tools.synthetic import make_node, make_pod
 from tests.conftest import make_test_stack
 from tests.e2e.test_queue_e2e import pending_pod, queue_metrics
 

@@ -13,9 +13,9 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
-from shared.devstack import Server
 from shared.runtime import consume
 from shared.runtime.consume import PullFeed, consume_batches
+from shared.tools.devstack import Server
 
 pytestmark = pytest.mark.e2e
 

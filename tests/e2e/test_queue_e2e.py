@@ -15,11 +15,11 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 
-from shared.cli.workload import make_node, make_pod
-from shared.client import PodTracker, publish_all, publish_node, publish_pod
-from shared.devstack import LocalStack
 from shared.runtime.rpc import request
 from shared.subjects import QUEUE_NOMINATED, QUEUE_PENDING, QUEUE_SERVICE_NAME, QUEUE_STATS
+from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod
+from shared.tools.devstack import LocalStack
+from shared.tools.synthetic import make_node, make_pod
 
 pytestmark = pytest.mark.e2e
 

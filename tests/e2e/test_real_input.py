@@ -20,10 +20,6 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from services.watcher.outbound import object_limit
-from shared.cli.realistic import docs_pod
-from shared.cli.workload import make_node, make_pod
-from shared.client import PodTracker, publish_all, publish_node, publish_pod
-from shared.devstack import LocalStack, running
 from shared.subjects import (
     BIND_SUBJECT,
     ERROR_HEADER,
@@ -32,6 +28,10 @@ from shared.subjects import (
     error_subject,
     pod_subject,
 )
+from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod
+from shared.tools.devstack import LocalStack, running
+from shared.tools.realistic import docs_pod
+from shared.tools.synthetic import make_node, make_pod
 from shared.wire import body_limit, dump_json, pack
 from tests.conftest import make_test_stack
 from tests.e2e.state import assumed_pods, eventually

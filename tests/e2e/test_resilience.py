@@ -8,9 +8,9 @@ import sys
 import nats
 import pytest
 
-from shared.cli.workload import make_node, make_pod
-from shared.client import PodTracker, publish_all
-from shared.devstack import LocalStack, restart
+from shared.tools.client import PodTracker, publish_all
+from shared.tools.devstack import LocalStack, restart
+from shared.tools.synthetic import make_node, make_pod
 
 pytestmark = pytest.mark.e2e
 
@@ -49,7 +49,7 @@ def test_demo_schedules_and_prints_the_summary(tmp_path) -> None:  # type: ignor
         [
             sys.executable,
             "-m",
-            "shared.cli.main",
+            "shared.tools.cli.main",
             "demo",
             "--exit",
             "--nodes",

@@ -4,9 +4,9 @@ Hypothesis draws small, tight clusters (nodes with cpu, memory, pod counts, zone
 and pods (requests, host ports, required hostname/zone anti-affinity, DoNotSchedule
 topology spread), publishes them on the public subjects, waits until every pod is
 bound or reported unschedulable and the cache's commits match the bindings, then
-checks the final state (shared/invariants.audit), that no pod was bound twice, and
+checks the final state (shared/tools/invariants.audit), that no pod was bound twice, and
 that replaying the committed order serially through the framework's Filter accepts
-every placement (shared/invariants.replay).
+every placement (shared/tools/invariants.replay).
 
 One devstack serves every example: an example uses its own name prefix and
 deletes its pods and nodes at the end, so the next one starts from an empty cluster.
@@ -29,10 +29,10 @@ from hypothesis import strategies as st
 from nats.aio.client import Client as NATS
 
 from shared import keys
-from shared.client import PodTracker, publish_all, publish_pod
-from shared.devstack import LocalStack
-from shared.invariants import audit, replay
-from shared.observe import assume_conflicts, settle
+from shared.tools.client import PodTracker, publish_all, publish_pod
+from shared.tools.devstack import LocalStack
+from shared.tools.invariants import audit, replay
+from shared.tools.observe import assume_conflicts, settle
 from tests.builders import HOSTNAME, ZONE, make_node, make_pod
 
 pytestmark = pytest.mark.e2e

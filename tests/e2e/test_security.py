@@ -16,9 +16,6 @@ from nats.aio.client import Client as NATS
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
 from shared import keys
-from shared.cli.workload import make_node, make_pod
-from shared.client import PodTracker, publish_all
-from shared.devstack import SERVICES, LocalStack, Server, start_nats, start_redis
 from shared.runtime.connections import ensure_streams
 from shared.subjects import (
     BIND_SUBJECT,
@@ -28,6 +25,9 @@ from shared.subjects import (
     event_subject,
     pod_subject,
 )
+from shared.tools.client import PodTracker, publish_all
+from shared.tools.devstack import SERVICES, LocalStack, Server, start_nats, start_redis
+from shared.tools.synthetic import make_node, make_pod
 
 pytestmark = pytest.mark.e2e
 

@@ -9,9 +9,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from shared import keys
-from shared.cli.workload import make_node, make_pod
 from shared.framework.types import NodeInfo, PodInfo
 from shared.snapshot import Snapshot
+from shared.tools.synthetic import make_node, make_pod
 from shared.wire import pack
 
 pytestmark = pytest.mark.e2e

@@ -1,4 +1,4 @@
-"""`make compose-smoke`: build the image, run compose.yaml with 2 workers and 2 binders,
+"""`make compose-smoke`: build the image, run compose.yaml with 2 replicas of every service,
 schedule a small workload through the published NATS port, check it, tear down.
 
 Needs a Docker engine (on a machine without registry access, first run
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import nats
 
-from shared.cli.workload import make_node, make_pod
-from shared.client import PodTracker, publish_all
-from shared.devstack import free_port
 from shared.subjects import STREAMS
+from shared.tools.client import PodTracker, publish_all
+from shared.tools.devstack import free_port
+from shared.tools.synthetic import make_node, make_pod
 
 PROJECT = "ksched-smoke"
 PUBLISHER_ERRORS: list[str] = []

@@ -5,17 +5,17 @@ from __future__ import annotations
 import os
 
 from shared.api.models import Pod
-from shared.bench.report import problems, table
-from shared.bench.resources import Usage, cpu_delta, parse_stat_cpu, parse_status_hwm, usage
-from shared.bench.runner import BenchResult, percentiles
-from shared.bench.workloads import (
+from shared.tools.bench.report import problems, table
+from shared.tools.bench.resources import Usage, cpu_delta, parse_stat_cpu, parse_status_hwm, usage
+from shared.tools.bench.runner import BenchResult, percentiles
+from shared.tools.bench.workloads import (
     INIT_NAMESPACE,
     MEASURED_NAMESPACE,
     WORKLOADS,
     bench_node,
     churn_objects,
 )
-from shared.cli.workload import ZONE
+from shared.tools.synthetic import ZONE
 
 
 def test_every_workload_is_sized_as_the_issue_states() -> None:

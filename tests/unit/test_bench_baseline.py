@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.cli.bench_baseline import run_scheduling_basic
+from shared.tools.bench.baseline import run_scheduling_basic
 
 
 def test_every_pod_that_fits_is_bound() -> None:

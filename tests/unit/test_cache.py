@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from services.cache.cache import ADDED, ASSUMED, Cache
-from shared.cli.workload import make_node, make_pod
 from shared.config import Profile
 from shared.framework.runtime import Framework
 from shared.framework.types import PodInfo
+from shared.tools.synthetic import make_node, make_pod
 from tests.unit.conftest import Clock
 
 

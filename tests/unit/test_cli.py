@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.cli.main import main
-from shared.cli.workload import make_node, make_pod
+from shared.tools.cli.main import main
+from shared.tools.synthetic import make_node, make_pod
 
 
 def write(path: Path, doc: object) -> str:

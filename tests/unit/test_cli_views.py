@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from shared.cli.describe import amount, describe_node, describe_pod
-from shared.cli.live import Instance
-from shared.cli.main import main
-from shared.cli.tables import human_duration, node_row, pod_row, pod_status, render_table
-from shared.cli.top import (
+from shared.tools.cli.describe import amount, describe_node, describe_pod
+from shared.tools.cli.live import Instance
+from shared.tools.cli.main import main
+from shared.tools.cli.tables import human_duration, node_row, pod_row, pod_status, render_table
+from shared.tools.cli.top import (
     Sample,
     histogram_quantile,
     node_usage,
@@ -19,8 +19,8 @@ from shared.cli.top import (
     render_frame,
     render_status,
 )
-from shared.cli.workload import make_node, make_pod
-from shared.devstack import free_port
+from shared.tools.devstack import free_port
+from shared.tools.synthetic import make_node, make_pod
 
 NOW = dt.datetime(2024, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 

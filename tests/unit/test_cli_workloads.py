@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from shared.cli.apply import Current, plan
-from shared.cli.manifests import Manifest, ManifestError, parse_manifests
-from shared.cli.workload import make_node as node_obj
-from shared.cli.workloads import ALPHABET, expand
+from shared.tools.cli.apply import Current, plan
+from shared.tools.cli.manifests import Manifest, ManifestError, parse_manifests
+from shared.tools.cli.workloads import ALPHABET, expand
+from shared.tools.synthetic import make_node as node_obj
 
 NAME = f"[{ALPHABET}]"
 

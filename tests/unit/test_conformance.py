@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.conformance import load_dir, run_case
 from shared.plugins import REGISTRY
+from shared.tools.conformance import load_dir, run_case
 
 ROOT = Path(
     os.environ.get(

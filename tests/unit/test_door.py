@@ -12,7 +12,7 @@ import pytest
 
 from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
 from shared.api.models import Pod
-from shared.cli.workload import make_node, make_pod, make_pod_group
+from shared.tools.synthetic import make_node, make_pod, make_pod_group
 from shared.wire import pack
 
 POD_SUBJECT = "ksched.cluster.pods.default.p"

@@ -9,7 +9,7 @@ import pytest
 
 from shared.api.events import BadEvent, decode_cluster_event, parse_subject
 from shared.api.models import Node, Pod
-from shared.cli.workload import make_node, make_pod
+from shared.tools.synthetic import make_node, make_pod
 
 
 def encode(obj: dict, etype: str = "ADDED") -> bytes:

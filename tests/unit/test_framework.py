@@ -6,7 +6,6 @@ import random
 
 import pytest
 
-from shared.cli.workload import make_node, make_pod
 from shared.config import Profile, parse_config
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import FitError
@@ -14,6 +13,7 @@ from shared.framework.runtime import Framework, PluginScores, select_host
 from shared.framework.schedule_one import Scheduler
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import NodeInfo, PodInfo
+from shared.tools.synthetic import make_node, make_pod
 
 
 def node(

@@ -1,4 +1,4 @@
-"""The after-the-fact checks of invariant 3 (shared/invariants.py) find what they should."""
+"""The after-the-fact checks of invariant 3 (shared/tools/invariants.py) find what they should."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from services.cache.cache import ADDED
-from shared.invariants import audit, replay
-from shared.observe import CACHE_ADDED
+from shared.tools.invariants import audit, replay
+from shared.tools.observe import CACHE_ADDED
 from tests.builders import HOSTNAME, ZONE, PodBuilder, make_node, make_pod
 
 NODES = [

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import random
 
-from shared.cli.workload import make_node, make_pod
 from shared.framework.types import NodeInfo, PodInfo
+from shared.tools.synthetic import make_node, make_pod
 
 
 def _node(pods: list[PodInfo], cpu: str = "4") -> NodeInfo:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from shared.cli.workload import make_node
 from shared.framework.node_tree import node_tree_order
 from shared.framework.types import NodeInfo, zone_key
+from shared.tools.synthetic import make_node
 
 
 def info(name: str, zone: str | None, region: str | None = None) -> NodeInfo:

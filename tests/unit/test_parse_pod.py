@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from shared.api.models import Pod, describe_validation_error, parse_pod
-from shared.cli.workload import make_pod
+from shared.tools.synthetic import make_pod
 
 names = st.from_regex(r"[a-z][a-z0-9-]{0,10}", fullmatch=True)
 

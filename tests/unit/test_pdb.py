@@ -15,8 +15,8 @@ from services.watcher.routing import route
 from services.worker.preempt import PdbWatch
 from shared.api.events import BadEvent, decode_cluster_event
 from shared.api.pdb import PodDisruptionBudget
-from shared.cli.workload import make_pdb
 from shared.subjects import pdb_subject
+from shared.tools.synthetic import make_pdb
 
 SUBJECT = pdb_subject("default", "db")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.perf import ThroughputCollector
+from shared.tools.bench.perf import ThroughputCollector
 
 
 def feed(counts: list[int], times: list[float] | None = None) -> ThroughputCollector:

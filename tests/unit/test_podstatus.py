@@ -13,7 +13,7 @@ from shared.api.podstatus import (
     unschedulable_pod,
     with_nominated_node,
 )
-from shared.cli.workload import make_pod
+from shared.tools.synthetic import make_pod
 
 
 def pending_pod() -> dict[str, Any]:

@@ -12,7 +12,6 @@ import pytest
 from services.queue.podinfo import Gating
 from services.queue.preenqueue import run_pre_enqueue
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
-from shared.cli.workload import make_pod
 from shared.config import ConfigError, Profile, parse_config
 from shared.framework.interface import PreEnqueuePlugin
 from shared.framework.runtime import Framework
@@ -20,6 +19,7 @@ from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import PodInfo
 from shared.plugins import REGISTRY
+from shared.tools.synthetic import make_pod
 from tests.unit.test_queue import FakeClock, add, key
 from tests.unit.test_queue import pod as queued_pod
 

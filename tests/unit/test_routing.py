@@ -8,7 +8,7 @@ import pytest
 
 from services.watcher.routing import route
 from shared.api.events import ClusterEvent, decode_cluster_event
-from shared.cli.workload import make_node, make_pod
+from shared.tools.synthetic import make_node, make_pod
 from shared.wire import dump_json
 
 SERVED = frozenset({"default-scheduler"})

@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 from services.watcher.routing import Informer, hinted_view, route
-from shared.cli.workload import make_node, make_pod
+from shared.tools.synthetic import make_node, make_pod
 from tests.unit.test_routing import SERVED, assigned, event
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from shared.cli.workload import make_node, make_pod
 from shared.config import ConfigError
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import ClusterEvent, ClusterObjects, NodeScore
@@ -19,6 +18,7 @@ from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins import interpodaffinity as ipa
 from shared.plugins.interpodaffinity import ExistingAntiAffinityIndex, pod_terms
+from shared.tools.synthetic import make_node, make_pod
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

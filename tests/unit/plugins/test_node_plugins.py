@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from shared.cli.workload import make_node, make_pod
 from shared.config import ConfigError
 from shared.framework.cycle_state import CycleState
 from shared.framework.snapshot import Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins import REGISTRY
+from shared.tools.synthetic import make_node, make_pod
 
 
 def node(name: str, **labels: str) -> NodeInfo:

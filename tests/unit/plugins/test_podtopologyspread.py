@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from shared.cli.workload import make_node, make_pod
 from shared.config import ConfigError
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import ClusterEvent, ClusterObjects, NodeScore
@@ -15,6 +14,7 @@ from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.podtopologyspread import CriticalPaths, PodTopologySpread, new
+from shared.tools.synthetic import make_node, make_pod
 
 ZONE = "topology.kubernetes.io/zone"
 WEB = {"app": "web"}

@@ -1,0 +1,130 @@
+"""`ksched bench-cycle` (make bench-cycle): the time of one scheduling cycle.
+
+scheduler_perf's node shape (4 cpu, 32Gi, 110 pods, 3 zones) with init pods
+spread over the nodes, then one schedulePod (PreFilter .. selectHost, every
+node scored) per measured pod, for the default pod (100m, 500Mi), a pod with
+required hostname anti-affinity, a zone topology-spread pod and a node-affinity
+pod. Pure framework: no NATS, no Redis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from shared.config import Profile
+from shared.framework.cycle_state import CycleState
+from shared.framework.runtime import Framework
+from shared.framework.schedule_one import Scheduler
+from shared.framework.snapshot import ClusterSnapshot
+from shared.framework.types import NodeInfo, PodInfo
+from shared.tools.synthetic import (
+    HOSTNAME,
+    ZONE,
+    ZONES,
+    add_anti_affinity,
+    add_spread,
+    make_node,
+    make_pod,
+)
+
+
+def cluster(num_nodes: int, init_pods: int) -> list[NodeInfo]:
+    infos = []
+    for i in range(num_nodes):
+        info = NodeInfo(f"node-{i:05d}")
+        info.set_node(make_node(info.name, cpu="4", memory="32Gi", zone=ZONES[i % 3]))
+        infos.append(info)
+    for i in range(init_pods):
+        pod = make_pod(f"init-{i}", labels={"app": "init", "color": "blue" if i % 2 else "red"})
+        infos[i % num_nodes].add_pod(PodInfo.of(pod, i + 1))
+    return infos
+
+
+def default_pod(i: int) -> dict[str, Any]:
+    return make_pod(f"basic-{i}")
+
+
+def anti_affinity_pod(i: int) -> dict[str, Any]:
+    pod = make_pod(f"anti-{i}", labels={"color": "green"})
+    return add_anti_affinity(pod, "color", "green", HOSTNAME)
+
+
+def spread_pod(i: int) -> dict[str, Any]:
+    pod = make_pod(f"spread-{i}", labels={"app": "spread"})
+    return add_spread(pod, 5, ZONE, "app", "spread")
+
+
+def node_affinity_pod(i: int) -> dict[str, Any]:
+    pod = make_pod(f"affinity-{i}")
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": ZONE,
+                                "operator": "In",
+                                "values": ["zone-a", "zone-b"],
+                            }
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    return pod
+
+
+KINDS: dict[str, Callable[[int], dict[str, Any]]] = {
+    "default": default_pod,
+    "anti-affinity": anti_affinity_pod,
+    "topology-spread": spread_pod,
+    "node-affinity": node_affinity_pod,
+}
+
+
+def measure(num_nodes: int, kind: str, pods: int) -> dict[str, Any]:
+    infos = cluster(num_nodes, init_pods=num_nodes // 5)
+    scheduler = Scheduler(
+        Framework.from_profile(Profile()), percentage_of_nodes_to_score=100, rng=random.Random(1)
+    )
+    snapshot = ClusterSnapshot(infos)
+    snapshot.fill_image_states()
+    times = []
+    for i in range(pods):
+        pod = PodInfo.of(KINDS[kind](i), 10**6 + i)
+        start = time.perf_counter()
+        result = scheduler.schedule_pod(CycleState(), pod, snapshot)
+        times.append(time.perf_counter() - start)
+        snapshot.add_pod(pod, result.suggested_host)
+    times.sort()
+    return {
+        "nodes": num_nodes,
+        "pod": kind,
+        "cycles": pods,
+        "median_ms": round(statistics.median(times) * 1000, 3),
+        "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))] * 1000, 3),
+    }
+
+
+def run_bench_cycle(args: argparse.Namespace) -> int:
+    rows = []
+    for num_nodes in args.nodes:
+        for kind in args.kinds:
+            row = measure(num_nodes, kind, args.pods)
+            rows.append(row)
+            print(
+                f"{row['nodes']:6d} nodes  {kind:16}  median {row['median_ms']:9.3f} ms"
+                f"  p99 {row['p99_ms']:9.3f} ms  ({row['cycles']} cycles)",
+                flush=True,
+            )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    return 0

@@ -1,0 +1,149 @@
+"""What `ksched bench` prints and writes: the summary table, JSON per run, PNG charts."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from shared.tools.bench.runner import BenchResult
+
+# Where `ksched bench` writes by default, beside this code: results/short and
+# results/full; git keeps results/full (JSON and run.txt), the reference run.
+RESULTS = Path(__file__).resolve().parent / "results"
+
+ROLES = ("watcher", "queue", "cache", "worker", "binder", "nats-server", "redis-server", "driver")
+
+
+def run_file_name(r: BenchResult) -> str:
+    return f"{r.workload}-{r.workers}w{r.binders}b.json"
+
+
+def write_run(out_dir: Path, r: BenchResult) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / run_file_name(r)
+    path.write_text(json.dumps(r.as_json(), indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def write_summary(out_dir: Path, summary: dict[str, Any]) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "summary.json"
+    path.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def _fmt(value: float | None, spec: str = ".0f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table(results: Sequence[BenchResult]) -> str:
+    head = (
+        f"{'workload':<26} {'nodes':>5} {'init':>5} {'pods':>6} {'w':>2} {'b':>2} "
+        f"{'avg/s':>6} {'p50/s':>6} {'p99/s':>6} {'run/s':>6} {'lat p50':>8} {'lat p99':>8} "
+        f"{'confl%':>6} {'kube/s':>6} {'ratio':>6}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in results:
+        t, lat = r.throughput, r.latency_ms
+        lines.append(
+            f"{r.workload:<26} {r.nodes:>5} {r.init_pods:>5} {r.measured_pods:>6} "
+            f"{r.workers:>2} {r.binders:>2} {_fmt(t.get('Average')):>6} "
+            f"{_fmt(t.get('Perc50')):>6} {_fmt(t.get('Perc99')):>6} {_fmt(r.run_rate):>6} "
+            f"{_fmt(lat.get('p50'), '.0f'):>6}ms {_fmt(lat.get('p99'), '.0f'):>6}ms "
+            f"{r.conflict_rate * 100:>6.2f} {r.threshold:>6.0f} {r.ratio:>5.2f}x"
+        )
+    return "\n".join(lines)
+
+
+def resource_table(results: Sequence[BenchResult]) -> str:
+    head = f"{'workload (workers)':<30} " + " ".join(f"{role:>12}" for role in ROLES)
+    lines = ["CPU seconds per 1000 bound pods / peak RSS MB, per role:", head]
+    for r in results:
+        per = r.cpu_per_1000_pods
+        cells = " ".join(
+            f"{_fmt(per.get(role), '.2f'):>5}/{_fmt(r.peak_rss_mb.get(role), '.0f'):>6}"
+            for role in ROLES
+        )
+        lines.append(f"{r.workload + f' ({r.workers})':<30} {cells}")
+    return "\n".join(lines)
+
+
+def problems(r: BenchResult) -> list[str]:
+    """What makes a run fail: an unscheduled measured pod or a broken invariant."""
+    out = []
+    if r.unschedulable:
+        out.append(f"{r.unschedulable} measured pods not bound")
+    if r.overcommitted_nodes or r.violated_constraints or r.double_bindings:
+        out.append(
+            f"invariants: {r.overcommitted_nodes} overcommitted nodes, "
+            f"{r.violated_constraints} violated constraints, {r.double_bindings} double bindings"
+        )
+    return out
+
+
+def charts(
+    out_dir: Path,
+    results: Sequence[BenchResult],
+    scaling: Sequence[BenchResult],
+    baseline: float | None,
+) -> list[Path]:
+    """throughput.png: pods/s over time per workload; scaling.png: by worker count."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for r in results:
+        xs, ys = _rates([(0.0, 0), *r.timeline])  # from the first measured publish
+        ax.plot(xs, ys, marker=".", label=f"{r.workload} ({r.workers}w)")
+    ax.set(
+        xlabel="seconds since the first measured pod",
+        ylabel="pods bound per second",
+        title=f"ksched throughput over time ({results[0].nodes if results else 0} nodes)",
+    )
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    paths.append(_save(fig, out_dir / "throughput.png"))
+    if scaling:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        workers = [str(r.workers) for r in scaling]
+        ax.bar(workers, [r.average for r in scaling], label="ksched (average pods/s)")
+        ax.axhline(
+            scaling[0].threshold,
+            color="red",
+            linestyle="--",
+            label=f"kube-scheduler threshold {scaling[0].threshold:.0f}",
+        )
+        if baseline:
+            ax.axhline(
+                baseline, color="green", linestyle=":", label=f"in-process baseline {baseline:.0f}"
+            )
+        ax.set(
+            xlabel="workers", ylabel="pods/s", title=f"{scaling[0].workload}: scaling with workers"
+        )
+        ax.legend(fontsize=8)
+        paths.append(_save(fig, out_dir / "scaling.png"))
+    return paths
+
+
+def _rates(
+    timeline: list[list[float]] | list[tuple[float, int]],
+) -> tuple[list[float], list[float]]:
+    xs, ys = [], []
+    for (t0, n0), (t1, n1) in itertools.pairwise(timeline):
+        if t1 > t0:
+            xs.append(t1)
+            ys.append((n1 - n0) / (t1 - t0))
+    return xs, ys
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path

@@ -1,0 +1,392 @@
+"""One workload, end to end: a fresh stack of processes, driven only through the
+public subjects, measured as scheduler_perf measures kube-scheduler.
+
+nodes -> (wait until the cache has them) -> init pods -> (wait until each is bound,
+or reported unschedulable for the Unschedulable workload) -> measured pods, with
+the workload's side load running (unschedulable pods at 5/s, or churn) -> wait
+until every measured pod is bound and the cache's commits agree. Throughput is
+sampled every second on the bindings seen on the pod subjects; each pod's latency
+runs from just before its publish to the moment its binding is seen. Optionally a
+second, paced phase publishes more pods at a fixed rate, for latency under a
+load the stack can carry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import nats
+import redis.asyncio as aioredis
+from nats.js import JetStreamContext
+
+from shared import keys
+from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
+from shared.tools.bench.resources import cpu_delta, peak_rss, usages
+from shared.tools.bench.workloads import (
+    CHURN_INTERVAL,
+    UNSCHEDULABLE_RATE,
+    Obj,
+    Size,
+    Workload,
+    bench_node,
+    churn_objects,
+    large_cpu_pod,
+)
+from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod
+from shared.tools.devstack import LocalStack
+from shared.tools.invariants import audit
+from shared.tools.observe import decided, pipeline_counters, settle
+
+PUBLISH_WINDOW = 256  # publishes in flight while driving the measured pods
+
+
+@dataclass
+class BenchResult:
+    workload: str
+    variant: str  # "short" (500 nodes) or "full" (5000 nodes)
+    nodes: int
+    init_pods: int
+    measured_pods: int
+    workers: int
+    binders: int
+    threshold: float  # kube-scheduler's pods/s for the workload (5000 nodes)
+    seconds: float  # first measured publish to the last measured binding
+    bound: int
+    unschedulable: int
+    throughput: dict[str, float]  # SchedulingThroughput: Average, Perc50/90/95/99
+    latency_ms: dict[str, float]  # publish -> bound, for the measured pods
+    conflicts: int
+    assumes_tried: int
+    scheduler_errors: int
+    cpu_seconds: dict[str, float]  # per role, during the measured phase
+    peak_rss_mb: dict[str, float]  # per role, the largest process's high-water mark
+    overcommitted_nodes: int
+    violated_constraints: int
+    double_bindings: int
+    timeline: list[tuple[float, int]] = field(default_factory=list)  # (s, bound so far)
+    paced: dict[str, float] = field(default_factory=dict)  # the paced latency phase
+
+    @property
+    def average(self) -> float:
+        return self.throughput.get("Average", 0.0)
+
+    @property
+    def run_rate(self) -> float:
+        """Bound measured pods over the whole run (first publish to last binding)."""
+        return self.bound / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def ratio(self) -> float:
+        return self.average / self.threshold if self.threshold else 0.0
+
+    @property
+    def conflict_rate(self) -> float:
+        return self.conflicts / self.assumes_tried if self.assumes_tried else 0.0
+
+    @property
+    def cpu_per_1000_pods(self) -> dict[str, float]:
+        pods = max(self.bound, 1)
+        return {role: s * 1000 / pods for role, s in self.cpu_seconds.items()}
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "ratio": self.ratio,
+            "run_rate": self.run_rate,
+            "conflict_rate": self.conflict_rate,
+            "cpu_s_per_1000_pods": self.cpu_per_1000_pods,
+        }
+
+
+def percentiles(values: list[float], ps: tuple[int, ...] = (50, 90, 99)) -> dict[str, float]:
+    """scheduler_perf's percentile (index ceil(n*p/100)-1 of the sorted values)."""
+    if not values:
+        return {}
+    ordered = sorted(values)
+    out = {f"p{p}": ordered[max(math.ceil(len(ordered) * p / 100) - 1, 0)] for p in ps}
+    out["max"] = ordered[-1]
+    return out
+
+
+def pod_key(pod: Obj) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
+def stack_pids(stack: LocalStack) -> dict[str, list[int]]:
+    pids: dict[str, list[int]] = {"driver": [os.getpid()]}
+    for svc in stack.services:
+        pids.setdefault(svc.name, []).append(svc.proc.pid)
+    if stack.nats is not None:
+        pids["nats-server"] = [stack.nats.proc.pid]
+    if stack.redis is not None:
+        pids["redis-server"] = [stack.redis.proc.pid]
+    return pids
+
+
+class Driver:
+    """Publishes a workload's objects and follows the pods' bindings."""
+
+    def __init__(self, stack: LocalStack, workload: Workload, size: Size, timeout: float):
+        self.stack = stack
+        self.workload = workload
+        self.size = size
+        self.timeout = timeout
+        self.tracker = PodTracker()
+        self.sent: dict[str, float] = {}  # pod key -> perf_counter() before its publish
+        self.nodes: list[Obj] = []
+        self.pods: dict[str, Obj] = {}
+
+    def ports(self, service: str) -> list[int]:
+        return [s.http_port for s in self.stack.services if s.name == service]
+
+    async def publish_pods(self, js: JetStreamContext, pods: list[Obj]) -> None:
+        for start in range(0, len(pods), PUBLISH_WINDOW):
+            chunk = pods[start : start + PUBLISH_WINDOW]
+            now = time.perf_counter()
+            for pod in chunk:
+                self.sent[pod_key(pod)] = now
+            await asyncio.gather(*(publish_pod(js, p) for p in chunk))
+
+    async def publish_paced(self, js: JetStreamContext, pods: list[Obj], rate: float) -> None:
+        """One pod every 1/rate seconds, on schedule (late publishes catch up)."""
+        start = time.perf_counter()
+        for i, pod in enumerate(pods):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self.sent[pod_key(pod)] = time.perf_counter()
+            await publish_pod(js, pod)
+
+    async def sample(
+        self,
+        collector: ThroughputCollector,
+        keys_: list[str],
+        start: float,
+        timeline: list[tuple[float, int]],
+    ) -> None:
+        while True:
+            await asyncio.sleep(SAMPLE_INTERVAL)
+            now = time.perf_counter()
+            pods = self.tracker.pods
+            bound = sum(1 for k in keys_ if k in pods and pods[k].node)
+            collector.sample(now, bound)
+            timeline.append((round(now - start, 3), bound))
+
+    async def inject_unschedulable(self, js: JetStreamContext) -> None:
+        for i in range(10**9):
+            await publish_pod(js, large_cpu_pod("sched-test", f"unschedulable-{i}"))
+            await asyncio.sleep(1 / UNSCHEDULABLE_RATE)
+
+    async def churn(self, js: JetStreamContext) -> None:
+        """Recreate mode: each round deletes what the previous one created."""
+        previous: list[Obj] = []
+        for round_ in range(10**9):
+            for obj in previous:
+                await _publish(js, obj, "DELETED")
+            previous = churn_objects(round_)
+            self.nodes += [o for o in previous if o["kind"] == "Node"]  # audited like the rest
+            for obj in previous:
+                await _publish(js, obj, "ADDED")
+            await asyncio.sleep(CHURN_INTERVAL)
+
+    def latencies_ms(self, keys_: list[str]) -> list[float]:
+        out = []
+        for k in keys_:
+            view = self.tracker.pods.get(k)
+            if view is not None and view.bound_at and k in self.sent:
+                out.append((view.bound_at - self.sent[k]) * 1000)
+        return out
+
+
+async def _publish(js: JetStreamContext, obj: Obj, etype: str) -> None:
+    if obj["kind"] == "Node":
+        await publish_node(js, obj, etype)
+    else:
+        await publish_pod(js, obj, etype)
+
+
+async def _wait_for_nodes(redis: aioredis.Redis, count: int, timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while await redis.hlen(keys.CACHE_NODEINFO) < count:
+        if loop.time() > deadline:
+            raise TimeoutError(f"the cache did not get {count} nodes in {timeout:.0f} s")
+        await asyncio.sleep(0.05)
+
+
+async def _wait_decided(tracker: PodTracker, pod_keys: list[str], timeout: float) -> None:
+    if not await tracker.wait_until(lambda t: all(decided(t, k) for k in pod_keys), timeout):
+        raise TimeoutError(f"init pods not decided in {timeout:.0f} s")
+
+
+async def _wait_bound(tracker: PodTracker, pod_keys: list[str], timeout: float) -> None:
+    """Until every pod is bound (a preemptor is reported unschedulable first); on timeout
+    the run goes on and reports the pods left unbound."""
+    pending = set(pod_keys)
+
+    def all_bound(t: PodTracker) -> bool:
+        pending.difference_update([k for k in pending if k in t.pods and t.pods[k].node])
+        return not pending
+
+    await tracker.wait_until(all_bound, timeout)
+
+
+@contextlib.asynccontextmanager
+async def _background(*coros: Any):  # type: ignore[no-untyped-def]
+    tasks = [asyncio.create_task(c) for c in coros]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def run_workload(
+    stack: LocalStack,
+    workload: Workload,
+    variant: str,
+    size: Size,
+    *,
+    timeout: float,
+    paced_pods: int = 0,
+    paced_rate: float | None = None,
+    progress: Callable[[str], None] = print,
+) -> BenchResult:
+    driver = Driver(stack, workload, size, timeout)
+    nc = await nats.connect(stack.nats_url)
+    redis = aioredis.from_url(stack.redis_url)
+    try:
+        js = nc.jetstream()
+        await driver.tracker.start(nc)
+        driver.nodes = [bench_node(i) for i in range(size.nodes)]
+        await publish_all(js, driver.nodes)
+        await _wait_for_nodes(redis, size.nodes, timeout)
+        init = workload.init_objects(size)
+        driver.pods.update((pod_key(p), p) for p in init)
+        await publish_all(js, init)
+        init_keys = [pod_key(p) for p in init]
+        if workload.init_schedulable:
+            await settle(driver.tracker, redis, init_keys, timeout)
+        else:
+            await _wait_decided(driver.tracker, init_keys, timeout)
+        progress(f"    {len(init)} init pods placed; publishing {size.measured_pods} measured pods")
+        return await _measure(driver, js, redis, variant, paced_pods, paced_rate, progress)
+    finally:
+        await redis.aclose()
+        await nc.close()
+
+
+async def _measure(
+    driver: Driver,
+    js: JetStreamContext,
+    redis: aioredis.Redis,
+    variant: str,
+    paced_pods: int,
+    paced_rate: float | None,
+    progress: Callable[[str], None],
+) -> BenchResult:
+    workload, size, stack = driver.workload, driver.size, driver.stack
+    side = []
+    if workload.inject_unschedulable:
+        side.append(driver.inject_unschedulable(js))
+    if workload.churn:
+        side.append(driver.churn(js))
+    measured = workload.measured_objects(size)
+    keys_ = [pod_key(p) for p in measured]
+    driver.pods.update(zip(keys_, measured, strict=True))
+    pids = stack_pids(stack)
+    counters0 = await pipeline_counters(driver.ports("worker"), driver.ports("cache"))
+    usage0 = usages(pids)
+    collector = ThroughputCollector()
+    timeline: list[tuple[float, int]] = []
+    async with _background(*side):
+        start = time.perf_counter()
+        async with _background(driver.sample(collector, keys_, start, timeline)):
+            await driver.publish_pods(js, measured)
+            if workload.measured_bind_late:
+                await _wait_bound(driver.tracker, keys_, driver.timeout)
+            await settle(driver.tracker, redis, keys_, driver.timeout)
+        seconds = max(driver.tracker.pods[k].bound_at for k in keys_) - start
+        usage1 = usages(pids)
+        counted = (await pipeline_counters(driver.ports("worker"), driver.ports("cache"))).minus(
+            counters0
+        )
+        paced = {}
+        if paced_pods:
+            # runs under 2 s have no samples: then the plain rate over the run
+            rate = collector.summary().get("Average") or len(keys_) / max(seconds, 1e-3)
+            paced = await _paced_phase(driver, js, redis, paced_rate or rate / 2, paced_pods)
+            progress(
+                f"    paced {paced['pods']:.0f} pods at {paced['rate']:.0f}/s: latency p50 "
+                f"{paced['p50']:.1f} ms p99 {paced['p99']:.1f} ms"
+            )
+    return _result(
+        driver, variant, keys_, seconds, collector, timeline, counted, usage0, usage1, paced
+    )
+
+
+async def _paced_phase(
+    driver: Driver,
+    js: JetStreamContext,
+    redis: aioredis.Redis,
+    rate: float,
+    pods: int,
+) -> dict[str, float]:
+    """More pods at `rate` (by default half the measured one): latency when not saturated."""
+    extra = driver.workload.measured_objects(Size(0, 0, pods), prefix="paced")
+    keys_ = [pod_key(p) for p in extra]
+    driver.pods.update(zip(keys_, extra, strict=True))
+    await driver.publish_paced(js, extra, rate)
+    await settle(driver.tracker, redis, keys_, driver.timeout)
+    return {"pods": float(pods), "rate": rate, **percentiles(driver.latencies_ms(keys_))}
+
+
+def _result(
+    driver: Driver,
+    variant: str,
+    keys_: list[str],
+    seconds: float,
+    collector: ThroughputCollector,
+    timeline: list[tuple[float, int]],
+    counted: Any,
+    usage0: Any,
+    usage1: Any,
+    paced: dict[str, float],
+) -> BenchResult:
+    workload, size = driver.workload, driver.size
+    views = [driver.tracker.pods[k] for k in keys_]
+    bound_all = {k: node for k, node in driver.tracker.bound().items() if k in driver.pods}
+    report = audit(driver.nodes, driver.pods, bound_all)
+    return BenchResult(
+        workload=workload.name,
+        variant=variant,
+        nodes=size.nodes,
+        init_pods=size.init_pods,
+        measured_pods=size.measured_pods,
+        workers=len(driver.ports("worker")),
+        binders=len(driver.ports("binder")),
+        threshold=workload.threshold,
+        seconds=seconds,
+        bound=sum(1 for v in views if v.node),
+        unschedulable=sum(1 for v in views if not v.node),
+        throughput=collector.summary(),
+        latency_ms=percentiles(driver.latencies_ms(keys_)),
+        conflicts=counted.conflicts,
+        assumes_tried=counted.assumes_tried,
+        scheduler_errors=counted.errors,
+        cpu_seconds=cpu_delta(usage0, usage1),
+        peak_rss_mb={role: b / 2**20 for role, b in peak_rss(usage1).items()},
+        overcommitted_nodes=len(report.overcommitted),
+        violated_constraints=report.violated_constraints,
+        double_bindings=sum(1 for v in driver.tracker.pods.values() if v.bind_count > 1),
+        timeline=timeline,
+        paced=paced,
+    )

@@ -1,0 +1,212 @@
+"""`ksched bench` (make bench / make bench-full): scheduler_perf's workloads end to end.
+
+Each workload gets a fresh stack (nats-server, redis-server and every service as a
+separate process, as deployed) and is driven through the public subjects only
+(shared/tools/bench/runner.py). Then SchedulingBasic again with other worker counts,
+and the same workload in one process with no NATS or Redis (the baseline).
+Prints the summary table (ratio to kube-scheduler's threshold) and writes a JSON
+file per run, summary.json and the charts under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import time
+from pathlib import Path
+
+from shared.runtime.service import tune_gc
+from shared.tools.bench.baseline import run_scheduling_basic
+from shared.tools.bench.report import (
+    RESULTS,
+    charts,
+    problems,
+    resource_table,
+    table,
+    write_run,
+    write_summary,
+)
+from shared.tools.bench.runner import BenchResult, run_workload
+from shared.tools.bench.workloads import WORKLOADS, Workload
+from shared.tools.devstack import temporary_stack
+
+BASIC = "SchedulingBasic"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--full", action="store_true", help="5000 nodes (default: 500)")
+    parser.add_argument(
+        "--workloads", nargs="+", choices=sorted(WORKLOADS), default=list(WORKLOADS)
+    )
+    # two workers by default: on this 2-core machine the fastest at 5000 nodes (docs/bench.md)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--binders", type=int, default=1)
+    parser.add_argument(
+        "--scaling",
+        type=int,
+        nargs="*",
+        default=[1, 2, 4],
+        help="worker counts for SchedulingBasic's scaling runs (none: skip)",
+    )
+    parser.add_argument(
+        "--paced-pods",
+        type=int,
+        default=1000,
+        help="SchedulingBasic: pods published at half the measured rate, for latency (0: skip)",
+    )
+    parser.add_argument(
+        "--paced-rate",
+        type=float,
+        help="publish the paced pods at this many pods/s instead of half the measured rate",
+    )
+    parser.add_argument("--no-baseline", action="store_true", help="skip the in-process run")
+    parser.add_argument("--nodes", type=int, help="override every workload's node count")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply pod counts (tests)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per phase")
+    parser.add_argument("--out", type=Path, help="default: shared/tools/bench/results/{short,full}")
+    parser.add_argument("--no-chart", action="store_true")
+
+
+def _size(w: Workload, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    size = w.size(args.full)
+    return replace(
+        size,
+        nodes=args.nodes or size.nodes,
+        init_pods=int(size.init_pods * args.scale),
+        measured_pods=max(1, int(size.measured_pods * args.scale)),
+    )
+
+
+def _run_one(w: Workload, args: argparse.Namespace, workers: int, paced: int) -> BenchResult:
+    variant = "full" if args.full else "short"
+    size = _size(w, args)
+    print(
+        f"  {w.name}: {size.nodes} nodes, {size.init_pods} init, {size.measured_pods} measured, "
+        f"{workers} workers, {args.binders} binders",
+        flush=True,
+    )
+    with temporary_stack("ksched-bench-", workers=workers, binders=args.binders) as stack:
+        result = asyncio.run(
+            run_workload(
+                stack,
+                w,
+                variant,
+                size,
+                timeout=args.timeout,
+                paced_pods=paced,
+                paced_rate=args.paced_rate,
+                progress=lambda line: print(line, flush=True),
+            )
+        )
+    t = result.throughput
+    print(
+        f"    -> {t.get('Average', 0):.0f} pods/s average ({result.ratio:.2f}x kube's "
+        f"{w.threshold:.0f}), latency p99 {result.latency_ms.get('p99', 0):.0f} ms, "
+        f"{result.conflicts} conflicts, {result.bound}/{result.measured_pods} bound",
+        flush=True,
+    )
+    return result
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    tune_gc()  # the driver shares the cores with the stack: as lean as the services
+    variant = "full" if args.full else "short"
+    out = args.out or RESULTS / variant
+    started = time.time()
+    print(f"ksched bench ({variant}): workloads {' '.join(args.workloads)}", flush=True)
+    results = [
+        _run_one(WORKLOADS[name], args, args.workers, args.paced_pods if name == BASIC else 0)
+        for name in args.workloads
+    ]
+    scaling = _scaling(args, results)
+    baseline = None if args.no_baseline else _baseline(args)
+    for r in results + [s for s in scaling if s not in results]:
+        write_run(out, r)
+    basic = next((r for r in results if r.workload == BASIC), None)
+    summary = {
+        "variant": variant,
+        "commit": _commit(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "runs": [r.as_json() for r in results],
+        "scaling": [
+            {"workers": r.workers, "average": r.average, "conflict_rate": r.conflict_rate}
+            for r in scaling
+        ],
+        "baseline": baseline,
+        "baseline_ratio": basic.average / baseline["throughput_Average"]
+        if basic and baseline and baseline.get("throughput_Average")
+        else None,
+    }
+    write_summary(out, summary)
+    _print_summary(results, scaling, summary, args.paced_rate is not None)
+    if not args.no_chart and results:
+        base = baseline.get("throughput_Average") if baseline else None
+        for path in charts(out, results, scaling, base):
+            print(f"chart: {path}")
+    print(f"results: {out}/")
+    failures = [f"{r.workload} ({r.workers}w): {p}" for r in results + scaling for p in problems(r)]
+    for line in failures:
+        print(f"FAILED {line}")
+    return 1 if failures else 0
+
+
+def _commit() -> str:
+    """The checkout measured, when it is a git one (results name what they measured)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        )
+    except OSError:
+        return ""
+    return out.stdout.strip()
+
+
+def _scaling(args: argparse.Namespace, results: list[BenchResult]) -> list[BenchResult]:
+    if not args.scaling:
+        return []
+    done = {r.workers: r for r in results if r.workload == BASIC}
+    print(f"scaling: {BASIC} with {' '.join(map(str, args.scaling))} workers", flush=True)
+    return [done.get(n) or _run_one(WORKLOADS[BASIC], args, n, 0) for n in args.scaling]
+
+
+def _baseline(args: argparse.Namespace) -> dict[str, float]:
+    size = _size(WORKLOADS[BASIC], args)
+    print(f"baseline: {BASIC} in one process, {size.nodes} nodes", flush=True)
+    return run_scheduling_basic(size.nodes, size.init_pods, size.measured_pods)
+
+
+def _print_summary(
+    results: list[BenchResult], scaling: list[BenchResult], summary: dict, asked_rate: bool
+) -> None:
+    print()
+    print(table(results))
+    print()
+    print(resource_table(results))
+    if scaling:
+        print()
+        print(
+            "scaling (SchedulingBasic): "
+            + ", ".join(
+                f"{r.workers} workers {r.average:.0f} pods/s (conflicts {r.conflict_rate:.2%})"
+                for r in scaling
+            )
+        )
+    baseline = summary["baseline"]
+    if baseline:
+        ratio = summary["baseline_ratio"]
+        print(
+            f"baseline (one process): {baseline.get('throughput_Average', 0):.0f} pods/s; "
+            f"distributed / baseline = {ratio:.2f}"
+            if ratio
+            else "distributed / baseline = -"
+        )
+    paced = next((r.paced for r in results if r.paced), None)
+    if paced:
+        how = "as asked" if asked_rate else "half the measured rate"
+        print(
+            f"latency at {paced['rate']:.0f} pods/s ({how}): "
+            f"p50 {paced['p50']:.1f} ms, p99 {paced['p99']:.1f} ms"
+        )

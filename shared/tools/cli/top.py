@@ -1,0 +1,292 @@
+"""`ksched top` and `ksched status`: what the scheduler is doing, read over NATS.
+
+Pure parts (metric aggregation, quantiles, node usage, rendering) are separate from
+the sampling loop; `--once` prints one frame without terminal control codes (tests,
+captures)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import math
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nats.aio.client import Client as NATS
+from prometheus_client.parser import text_string_to_metric_families
+
+from shared.framework.types import PodResources, allocatable_of
+from shared.subjects import QUEUE_STATS
+from shared.tools.cli.describe import percent
+from shared.tools.cli.live import CliError, ClusterWatch, Instance, connect, discover, scrape
+from shared.tools.cli.tables import human_duration, parse_time, render_table
+
+SERVICES = ("watcher", "queue", "cache", "worker", "binder")
+ATTEMPTS = "scheduler_schedule_attempts_total"
+DURATION_BUCKET = "scheduler_scheduling_attempt_duration_seconds_bucket"
+CONFLICTS = "ksched_assume_conflicts_total"
+BINDS = "ksched_binds_total"
+QUEUE_LABELS = (
+    ("active", "activeQ"),
+    ("backoff", "backoffQ"),
+    ("unschedulable", "unschedulablePods"),
+    ("gated", "gated"),
+    ("inflight", "in flight"),
+    ("binding", "binding"),
+)
+CLEAR = "\x1b[H\x1b[2J"
+STATUS_COLUMNS = ("SERVICE", "INSTANCE", "VERSION", "HOST", "PID", "READY", "AGE", "MESSAGE")
+
+Labels = frozenset[tuple[str, str]]
+Metrics = dict[tuple[str, Labels], float]  # (sample name, labels) -> value
+
+
+def parse_metrics(texts: Iterable[str]) -> Metrics:
+    """Samples summed over instances (the same counter on two workers adds up)."""
+    total: Metrics = defaultdict(float)
+    for text in texts:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                total[(s.name, frozenset(s.labels.items()))] += s.value
+    return dict(total)
+
+
+def by_label(metrics: Metrics, name: str, label: str) -> dict[str, float]:
+    out: dict[str, float] = defaultdict(float)
+    for (sample, labels), value in metrics.items():
+        if sample == name:
+            out[dict(labels).get(label, "")] += value
+    return dict(out)
+
+
+def delta(cur: Metrics, prev: Metrics) -> Metrics:
+    return {k: v - prev.get(k, 0.0) for k, v in cur.items()}
+
+
+def histogram_quantile(q: float, buckets: Mapping[str, float]) -> float | None:
+    """Prometheus's histogram_quantile over cumulative `le` buckets (linear within a
+    bucket); None without observations."""
+    points = sorted((math.inf if le == "+Inf" else float(le), n) for le, n in buckets.items())
+    if not points or points[-1][1] <= 0:
+        return None
+    rank = q * points[-1][1]
+    lower_le, lower_n = 0.0, 0.0
+    for le, n in points:
+        if n >= rank:
+            if math.isinf(le):
+                return lower_le
+            return lower_le + (le - lower_le) * (
+                (rank - lower_n) / (n - lower_n) if n > lower_n else 1
+            )
+        lower_le, lower_n = le, n
+    return lower_le
+
+
+@dataclass(frozen=True)
+class NodeUse:
+    name: str
+    cpu: tuple[int, int]  # requested, allocatable (millicores)
+    memory: tuple[int, int]
+    pods: tuple[int, int]
+
+
+def node_usage(nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]]) -> list[NodeUse]:
+    """Requests of the bound pods against each node's allocatable, busiest (cpu) first."""
+    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            req = PodResources.of(pod).requests
+            used[node]["cpu"] += req.get("cpu", 0)
+            used[node]["memory"] += req.get("memory", 0)
+            used[node]["pods"] += 1
+    out = []
+    for node in nodes:
+        name = node["metadata"]["name"]
+        alloc, u = allocatable_of(node), used[name]
+        out.append(
+            NodeUse(
+                name,
+                (u["cpu"], alloc.get("cpu", 0)),
+                (u["memory"], alloc.get("memory", 0)),
+                (u["pods"], alloc.get("pods", 0)),
+            )
+        )
+    return sorted(out, key=lambda n: (-(n.cpu[0] / n.cpu[1] if n.cpu[1] else 0), n.name))
+
+
+@dataclass
+class Sample:
+    at: float
+    instances: list[Instance] = field(default_factory=list)
+    metrics: dict[str, Metrics] = field(default_factory=dict)  # per service
+    queue: dict[str, int] = field(default_factory=dict)
+    pods: int = 0
+    bound: int = 0
+    nodes: list[NodeUse] = field(default_factory=list)
+
+
+def bar(used: int, total: int, width: int = 20) -> str:
+    filled = min(width, round(width * used / total)) if total else 0
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+def services_line(instances: Sequence[Instance]) -> str:
+    parts = []
+    for service in SERVICES:
+        mine = [i for i in instances if i.service == service]
+        ready = sum(i.ready for i in mine)
+        mark = "" if mine and ready == len(mine) else " !"
+        parts.append(f"{service} {ready}/{len(mine)}{mark}")
+    return "   ".join(parts)
+
+
+def render_frame(cur: Sample, prev: Sample | None, title: str, max_nodes: int) -> str:
+    elapsed = cur.at - prev.at if prev is not None else 0.0
+    rate = (cur.bound - prev.bound) / elapsed if prev is not None and elapsed > 0 else 0.0
+    workers = cur.metrics.get("worker", {})
+    window = delta(workers, prev.metrics.get("worker", {})) if prev is not None else workers
+    attempts = by_label(workers, ATTEMPTS, "result")
+    buckets = by_label(window, DURATION_BUCKET, "le")
+    if not buckets or max(buckets.values(), default=0) <= 0:  # nothing this window
+        buckets = by_label(workers, DURATION_BUCKET, "le")
+    p99 = histogram_quantile(0.99, buckets)
+    conflicts = sum(by_label(workers, CONFLICTS, "").values())
+    binds = by_label(cur.metrics.get("binder", {}), BINDS, "result")
+    lines = [
+        title,
+        "",
+        f"SERVICES     {services_line(cur.instances)}   (ready/instances)",
+        "QUEUE        "
+        + (
+            "   ".join(f"{label} {cur.queue.get(key, 0)}" for key, label in QUEUE_LABELS)
+            if cur.queue
+            else "no queue answers"
+        ),
+        f"PODS         {cur.pods} total   {cur.bound} bound   {cur.pods - cur.bound} not bound"
+        f"   {rate:.1f} pods/s bound",
+        "SCHEDULING   attempts "
+        + ", ".join(f"{k} {int(v)}" for k, v in sorted(attempts.items()))
+        + f"   p99 attempt {'-' if p99 is None else f'{p99 * 1000:.1f} ms'}"
+        + f"   assume conflicts {int(conflicts)}",
+        "BINDING      "
+        + (", ".join(f"{k} {int(v)}" for k, v in sorted(binds.items())) or "no binds yet"),
+        "",
+    ]
+    shown = cur.nodes[:max_nodes]
+    rows = [
+        [
+            n.name,
+            f"{bar(*n.cpu)} {percent(*n.cpu):>4}",
+            f"{bar(*n.memory)} {percent(*n.memory):>4}",
+            f"{n.pods[0]}/{n.pods[1]}",
+        ]
+        for n in shown
+    ]
+    lines.append(render_table(["NODE", "CPU REQUESTS", "MEMORY REQUESTS", "PODS"], rows))
+    if len(cur.nodes) > len(shown):
+        lines.append(f"... {len(cur.nodes) - len(shown)} more nodes (busiest shown first)")
+    return "\n".join(lines)
+
+
+async def take_sample(nc: NATS, watch: ClusterWatch) -> Sample:
+    instances = await discover(nc)
+    texts = await asyncio.gather(*(scrape(nc, i) for i in instances))
+    per_service: dict[str, list[str]] = defaultdict(list)
+    for inst, text in zip(instances, texts, strict=True):
+        per_service[inst.service].append(text)
+    queue: dict[str, int] = {}
+    if any(i.service == "queue" for i in instances):
+        try:
+            queue = json.loads((await nc.request(QUEUE_STATS, b"", timeout=2)).data)["counts"]
+        except Exception:
+            queue = {}
+    pods = [e.obj for e in watch.pods.values()]
+    return Sample(
+        at=time.monotonic(),
+        instances=instances,
+        metrics={s: parse_metrics(t) for s, t in per_service.items()},
+        queue=queue,
+        pods=len(pods),
+        bound=sum(1 for p in pods if (p.get("spec") or {}).get("nodeName")),
+        nodes=node_usage([e.obj for e in watch.nodes.values()], pods),
+    )
+
+
+async def top(nc: NATS, args: argparse.Namespace) -> int:
+    watch = ClusterWatch()
+    await watch.start(nc.jetstream())
+    prev = await take_sample(nc, watch)
+    while True:
+        await asyncio.sleep(args.interval)
+        cur = await take_sample(nc, watch)
+        stamp = dt.datetime.now().strftime("%H:%M:%S")
+        title = f"ksched top   {args.nats}   {stamp}   every {args.interval:g}s"
+        frame = render_frame(
+            cur, prev, title + ("" if args.once else "   (Ctrl-C quits)"), args.nodes
+        )
+        if args.once:
+            print(frame)
+            return 0
+        sys.stdout.write(CLEAR + frame + "\n")
+        sys.stdout.flush()
+        prev = cur
+
+
+# --- status -------------------------------------------------------------------------
+
+
+def render_status(instances: Sequence[Instance], now: dt.datetime) -> tuple[str, bool]:
+    """The instance table and whether every service has a ready instance."""
+    rows = []
+    for i in instances:
+        started = parse_time(i.started)
+        rows.append(
+            [
+                i.service,
+                i.id,
+                i.version,
+                i.host,
+                i.pid,
+                "True" if i.ready else "False",
+                human_duration((now - started).total_seconds()) if started else "<unknown>",
+                i.reason,
+            ]
+        )
+    missing = [s for s in SERVICES if not any(i.service == s and i.ready for i in instances)]
+    lines = [render_table(STATUS_COLUMNS, rows) if rows else "No ksched service instance answered."]
+    if missing:
+        lines.append(f"not ready: {', '.join(missing)} (no ready instance)")
+    return "\n".join(lines), not missing
+
+
+async def status(nc: NATS, args: argparse.Namespace) -> int:
+    instances = await discover(nc, args.wait)
+    text, healthy = render_status(instances, dt.datetime.now(dt.UTC))
+    print(text)
+    return 0 if healthy else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    body = top if args.command == "top" else status
+
+    async def main() -> int:
+        nc = await connect(args.nats)
+        try:
+            return await body(nc, args)
+        finally:
+            await nc.close()
+
+    try:
+        return asyncio.run(main())
+    except CliError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
