@@ -1,18 +1,6 @@
-"""Helpers for validating pluginConfig args (errors name the field)."""
+"""Moved to shared/framework/plugin_args.py. Kept for schedulinggates.py only, which is
+being changed on another branch: delete this once it imports the new home."""
 
-from __future__ import annotations
+from shared.framework.plugin_args import arg_error, reject_unknown
 
-from collections.abc import Iterable, Mapping
-from typing import Any
-
-from shared.config import ConfigError
-
-
-def arg_error(plugin: str, field: str, message: str) -> ConfigError:
-    return ConfigError(f"pluginConfig[{plugin}].args.{field}: {message}")
-
-
-def reject_unknown(plugin: str, args: Mapping[str, Any], known: Iterable[str]) -> None:
-    unknown = sorted(set(args) - set(known))
-    if unknown:
-        raise arg_error(plugin, unknown[0], "unknown field")
+__all__ = ["arg_error", "reject_unknown"]

@@ -26,14 +26,15 @@ from shared.framework.interface import (
     ScoreExtensions,
     ScorePlugin,
 )
+from shared.framework.plugin_args import ArgsParser
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.noderesourcesfit import (
-    ArgsParser,
     ResourceAllocationScorer,
     ResourceSpec,
     all_counted,
+    resource_specs,
 )
 
 NAME = "NodeResourcesBalancedAllocation"
@@ -51,7 +52,7 @@ def parse_args(args: Mapping[str, Any]) -> BalancedAllocationArgs:
     and ValidateNodeResourcesBalancedAllocationArgs (unique names, every weight 1)."""
     parser = ArgsParser(NAME)
     args = parser.mapping(args, "", ("resources",))
-    resources = parser.resource_specs(args.get("resources"), "resources")
+    resources = resource_specs(parser, args.get("resources"), "resources")
     seen: set[str] = set()
     for i, spec in enumerate(resources):
         if spec.name in seen:

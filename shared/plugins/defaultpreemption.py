@@ -17,11 +17,11 @@ from typing import Any, Protocol
 
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import PostFilterPlugin, PostFilterResult
+from shared.framework.plugin_args import arg_error, reject_unknown
 from shared.framework.preemption import Budget, Evaluator, importance, random_offset
 from shared.framework.snapshot import FilterRunner, Handle
 from shared.framework.status import Code, Status
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins.args import arg_error, reject_unknown
 from shared.plugins.resourcedryrun import ResourceDryRun
 
 NAME = "DefaultPreemption"

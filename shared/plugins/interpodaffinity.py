@@ -24,7 +24,6 @@ from shared.api.models import (
     PodAffinityTerm,
     WeightedPodAffinityTerm,
 )
-from shared.config import ConfigError
 from shared.framework.columns import BoolArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.interface import (
@@ -43,6 +42,7 @@ from shared.framework.interface import (
     ScoreExtensions,
     ScorePlugin,
 )
+from shared.framework.plugin_args import arg_error
 from shared.framework.selectors import label_selector_matches
 from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import SUCCESS, Code, Status, unschedulable
@@ -76,23 +76,20 @@ class InterPodAffinityArgs:
     ignore_preferred_terms_of_existing_pods: bool = False
 
 
-def _arg_error(name: str, message: str) -> ConfigError:
-    return ConfigError(f"pluginConfig[{NAME}].args.{name}: {message}")
-
-
 def parse_args(args: Mapping[str, Any]) -> InterPodAffinityArgs:
     """v1 InterPodAffinityArgs with kube-scheduler's defaults and validation."""
     known = ("hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods")
     for name in args:
         if name not in known:
-            raise _arg_error(name, "unknown field")
+            raise arg_error(NAME, name, "unknown field")
     weight = args.get("hardPodAffinityWeight")
     if weight is None:  # unset: SetDefaults_InterPodAffinityArgs
         weight = DEFAULT_HARD_POD_AFFINITY_WEIGHT
     if isinstance(weight, bool) or not isinstance(weight, int):
-        raise _arg_error("hardPodAffinityWeight", f"must be an integer, got {weight!r}")
+        raise arg_error(NAME, "hardPodAffinityWeight", f"must be an integer, got {weight!r}")
     if not MIN_HARD_POD_AFFINITY_WEIGHT <= weight <= MAX_HARD_POD_AFFINITY_WEIGHT:
-        raise _arg_error(
+        raise arg_error(
+            NAME,
             "hardPodAffinityWeight",
             f"Invalid value: {weight}: not in valid range "
             f"[{MIN_HARD_POD_AFFINITY_WEIGHT}, {MAX_HARD_POD_AFFINITY_WEIGHT}]",
@@ -101,7 +98,9 @@ def parse_args(args: Mapping[str, Any]) -> InterPodAffinityArgs:
     if ignore is None:
         ignore = False
     if not isinstance(ignore, bool):
-        raise _arg_error("ignorePreferredTermsOfExistingPods", f"must be a boolean, got {ignore!r}")
+        raise arg_error(
+            NAME, "ignorePreferredTermsOfExistingPods", f"must be a boolean, got {ignore!r}"
+        )
     return InterPodAffinityArgs(weight, ignore)
 
 

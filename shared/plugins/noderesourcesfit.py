@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from shared.api.validation import qualified_name_errors
-from shared.config import ConfigError
 from shared.framework.columns import SAFE_AMOUNT, BoolArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.interface import (
@@ -36,6 +35,7 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.normalize import go_round
+from shared.framework.plugin_args import ArgsParser
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
@@ -134,56 +134,15 @@ class NodeResourcesFitArgs:
 DEFAULT_RESOURCES = (ResourceSpec(CPU, 1), ResourceSpec(MEMORY, 1))
 
 
-class ArgsParser:
-    """Reads one plugin's v1 args, raising ConfigError that names the field."""
-
-    def __init__(self, plugin: str) -> None:
-        self.plugin = plugin
-
-    def error(self, path: str, message: str) -> ConfigError:
-        where = f"pluginConfig[{self.plugin}].args" + (f".{path}" if path else "")
-        return ConfigError(f"{where}: {message}")
-
-    def mapping(self, value: Any, path: str, known: Sequence[str]) -> Mapping[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            raise self.error(path, "must be an object")
-        for key in value:
-            if key not in known:
-                raise self.error(f"{path}.{key}" if path else str(key), "unknown field")
-        return value
-
-    def items(self, value: Any, path: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            raise self.error(path, "must be a list")
-        return value
-
-    def integer(self, value: Any, path: str, default: int = 0) -> int:
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(path, f"must be an integer, got {value!r}")
-        return value
-
-    def string(self, value: Any, path: str) -> str:
-        if value is None:
-            return ""
-        if not isinstance(value, str):
-            raise self.error(path, f"must be a string, got {value!r}")
-        return value
-
-    def resource_specs(self, value: Any, path: str) -> tuple[ResourceSpec, ...]:
-        """[]ResourceSpec with SetDefaults: none means cpu and memory, weight 0 means 1."""
-        specs = []
-        for i, raw in enumerate(self.items(value, path)):
-            item = self.mapping(raw, f"{path}[{i}]", ("name", "weight"))
-            name = self.string(item.get("name"), f"{path}[{i}].name")
-            weight = self.integer(item.get("weight"), f"{path}[{i}].weight") or 1
-            specs.append(ResourceSpec(name, weight))
-        return tuple(specs) or DEFAULT_RESOURCES
+def resource_specs(parser: ArgsParser, value: Any, path: str) -> tuple[ResourceSpec, ...]:
+    """[]ResourceSpec with SetDefaults: none means cpu and memory, weight 0 means 1."""
+    specs = []
+    for i, raw in enumerate(parser.items(value, path)):
+        item = parser.mapping(raw, f"{path}[{i}]", ("name", "weight"))
+        name = parser.string(item.get("name"), f"{path}[{i}].name")
+        weight = parser.integer(item.get("weight"), f"{path}[{i}].weight") or 1
+        specs.append(ResourceSpec(name, weight))
+    return tuple(specs) or DEFAULT_RESOURCES
 
 
 def _validate_label_name(parser: ArgsParser, value: str, path: str) -> None:
@@ -274,7 +233,7 @@ def _parse_strategy(parser: ArgsParser, value: Any) -> ScoringStrategy:
     strategy_type = parser.string(raw.get("type"), f"{path}.type")
     if strategy_type not in SCORING_STRATEGY_TYPES:
         raise parser.error(f"{path}.type", "must be one of " + ", ".join(SCORING_STRATEGY_TYPES))
-    resources = parser.resource_specs(raw.get("resources"), f"{path}.resources")
+    resources = resource_specs(parser, raw.get("resources"), f"{path}.resources")
     _validate_weights(parser, resources, f"{path}.resources")
     ratio_path = f"{path}.requestedToCapacityRatio"
     shape = _parse_shape(parser, raw.get("requestedToCapacityRatio"), ratio_path)

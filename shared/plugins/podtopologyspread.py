@@ -43,11 +43,11 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.normalize import go_round
+from shared.framework.plugin_args import arg_error, reject_unknown
 from shared.framework.selectors import label_selector_matches
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import LABEL_ZONE, NodeInfo, PodInfo
-from shared.plugins.args import arg_error, reject_unknown
 from shared.plugins.nodeaffinity import required_node_affinity, required_node_affinity_matches
 from shared.plugins.tainttoleration import tolerates_hard_taints
 
