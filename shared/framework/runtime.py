@@ -34,11 +34,11 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.profile import PluginFactory, ProfilePlugins, build_profile
+from shared.framework.resource_dry_run import ResourceDryRun
 from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.framework.waiting_pods import MAX_PERMIT_TIMEOUT
-from shared.plugins.resourcedryrun import ResourceDryRun
 
 
 @dataclass

@@ -21,6 +21,10 @@ It applies to a cycle when:
   for no host port (then the node's ports cannot conflict).
 It applies to a node when adding its nominated pods adds pods rather than
 replacing one (NodeInfo.add_pod of a key already there swaps the accounting).
+
+Two users: DefaultPreemption's SelectVictimsOnNode, and the framework's batch Filter,
+which counts a node's nominated pods the same way. It names the in-tree Filter
+plugins that read only the node, so this framework module imports those plugins.
 """
 
 from __future__ import annotations
