@@ -39,7 +39,7 @@ from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.nodeaffinity import NodeAffinity
 from shared.plugins.nodename import NodeName
 from shared.plugins.nodeports import NodePorts
-from shared.plugins.noderesourcesfit import (
+from shared.plugins.noderesources.fit import (
     NodeResourcesFit,
     fits_amounts,
     insufficient_status,

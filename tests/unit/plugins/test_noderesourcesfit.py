@@ -16,7 +16,7 @@ from shared.framework.interface import ClusterEvent
 from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins import noderesourcesfit as fit
+from shared.plugins.noderesources import fit
 
 
 def node(allocatable: dict[str, str], pods: int = 10, name: str = "n") -> NodeInfo:

@@ -30,7 +30,7 @@ from shared.framework.plugin_args import ArgsParser
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins.noderesourcesfit import (
+from shared.plugins.noderesources.fit import (
     ResourceAllocationScorer,
     ResourceSpec,
     all_counted,

@@ -1,0 +1,2 @@
+"""NodeResourcesFit and NodeResourcesBalancedAllocation: kube-scheduler's
+pkg/scheduler/framework/plugins/noderesources."""
