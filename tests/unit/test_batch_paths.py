@@ -531,7 +531,7 @@ def test_resource_scores_without_masking_equal_the_masked_forms(data: st.DataObj
         balanced_resource_score,
         balanced_resource_scores,
     )
-    from shared.plugins.noderesources.fit import (
+    from shared.plugins.noderesources.batch import (
         least_requested_scores,
         least_requested_scores_counted,
         most_requested_scores,

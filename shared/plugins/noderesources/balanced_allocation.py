@@ -30,12 +30,9 @@ from shared.framework.plugin_args import ArgsParser
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins.noderesources.fit import (
-    ResourceAllocationScorer,
-    ResourceSpec,
-    all_counted,
-    resource_specs,
-)
+from shared.plugins.noderesources.args import ResourceSpec, resource_specs
+from shared.plugins.noderesources.batch import all_counted, allocation_scores
+from shared.plugins.noderesources.resource_allocation import ResourceAllocationScorer
 
 NAME = "NodeResourcesBalancedAllocation"
 
@@ -161,7 +158,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin, BatchScorePlugin):
         pod_requests = state.read(PRE_SCORE_STATE_KEY)
         if pod_requests is None:
             return None  # PreScore skipped or did not run: the per-node path decides
-        return self.scorer.score_all(nodes, rows, pod_requests)
+        return allocation_scores(self.scorer, nodes, rows, pod_requests)
 
     def score_extensions(self) -> ScoreExtensions | None:
         return None

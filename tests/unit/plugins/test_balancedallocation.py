@@ -13,7 +13,7 @@ from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.noderesources import balanced_allocation as ba
-from shared.plugins.noderesources.fit import ResourceSpec
+from shared.plugins.noderesources.args import ResourceSpec
 
 
 def node(allocatable: dict[str, str]) -> NodeInfo:
