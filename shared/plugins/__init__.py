@@ -21,7 +21,7 @@ MODULES: dict[str, str] = {
     "NodeResourcesFit": "noderesources.fit",
     "NodeResourcesBalancedAllocation": "noderesources.balanced_allocation",
     "ImageLocality": "imagelocality",
-    "InterPodAffinity": "interpodaffinity",
+    "InterPodAffinity": "interpodaffinity.plugin",
     "PodTopologySpread": "podtopologyspread",
     "DefaultBinder": "defaultbinder",
     "DefaultPreemption": "defaultpreemption",

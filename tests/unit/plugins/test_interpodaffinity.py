@@ -17,8 +17,8 @@ from shared.framework.interface import ClusterEvent, ClusterObjects, NodeScore
 from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins import interpodaffinity as ipa
-from shared.plugins.interpodaffinity import ExistingAntiAffinityIndex, pod_terms
+from shared.plugins.interpodaffinity import plugin as ipa
+from shared.plugins.interpodaffinity.plugin import ExistingAntiAffinityIndex, pod_terms
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

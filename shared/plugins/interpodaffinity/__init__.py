@@ -1,0 +1,1 @@
+"""InterPodAffinity: kube-scheduler's pkg/scheduler/framework/plugins/interpodaffinity."""
