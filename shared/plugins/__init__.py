@@ -22,7 +22,7 @@ MODULES: dict[str, str] = {
     "NodeResourcesBalancedAllocation": "noderesources.balanced_allocation",
     "ImageLocality": "imagelocality",
     "InterPodAffinity": "interpodaffinity.plugin",
-    "PodTopologySpread": "podtopologyspread",
+    "PodTopologySpread": "podtopologyspread.plugin",
     "DefaultBinder": "defaultbinder",
     "DefaultPreemption": "defaultpreemption",
     "Coscheduling": "coscheduling",

@@ -14,7 +14,7 @@ from shared.framework.interface import ClusterEvent, ClusterObjects, NodeScore
 from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins.podtopologyspread import CriticalPaths, PodTopologySpread, new
+from shared.plugins.podtopologyspread.plugin import CriticalPaths, PodTopologySpread, new
 
 ZONE = "topology.kubernetes.io/zone"
 WEB = {"app": "web"}

@@ -1,0 +1,1 @@
+"""PodTopologySpread: kube-scheduler's pkg/scheduler/framework/plugins/podtopologyspread."""
