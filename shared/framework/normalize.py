@@ -1,4 +1,5 @@
-"""Score normalization shared by plugins (kube-scheduler's plugins/helper)."""
+"""Score normalization shared by plugins (kube-scheduler's plugins/helper), and Go's
+integer rounding and division that scores are computed with."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeS
 def go_round(x: float) -> int:
     """Go's math.Round: half away from zero (Python's round() is half to even)."""
     return int(x + 0.5) if x >= 0 else -int(-x + 0.5)
+
+
+def go_div(a: int, b: int) -> int:
+    """Go's integer division, which truncates toward zero."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
 
 
 def default_normalize_scores(max_priority: int, reverse: bool, scores: IntArray) -> IntArray:

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 
 from shared.config import Profile
-from shared.framework.columns import BoolArray, IntArray, NodeColumns
+from shared.framework.batch import BatchFilterResult, BatchRunner
+from shared.framework.columns import IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
-    BatchFilterPlugin,
-    BatchScorePlugin,
     BindPlugin,
     FilterPlugin,
     NodeScore,
@@ -38,7 +37,6 @@ from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.framework.waiting_pods import MAX_PERMIT_TIMEOUT
-from shared.plugins.resourcedryrun import ResourceDryRun
 
 
 @dataclass
@@ -48,17 +46,6 @@ class PluginScores:
     name: str
     scores: dict[str, int]
     total: int
-
-
-@dataclass
-class BatchFilterResult:
-    """Filter over all rows of the columns: who passes, and for the others the index
-    (into Framework.filters) of the first plugin that rejected them."""
-
-    feasible: BoolArray
-    first_rejecter: IntArray  # -1 where feasible or decided with nominated pods
-    # Rows with nominated pods, filtered node by node: their status.
-    statuses: dict[int, Status] = field(default_factory=dict)
 
 
 def _as_error(plugin: str, point: str, err: Exception) -> Status:
@@ -86,12 +73,10 @@ class Framework:
         self.weights = plugins.weights
         self.filter_names = frozenset(p.name for p in [*self.pre_filters, *self.filters])
         handle.runner = self  # PostFilter plugins run Filter through it
-        # Which plugins have the batch forms (checked once: isinstance on a Protocol is slow).
-        self._batch_filter = [isinstance(p, BatchFilterPlugin) for p in self.filters]
-        # Nominated pods counted by arithmetic where only resources decide (tests turn
-        # it off to compare with the node-by-node path).
+        # Nominated pods counted by arithmetic where only resources decide, in the batch
+        # path (tests turn it off to compare with the node-by-node path).
         self.nominated_by_amounts = True
-        self._batch_score = [isinstance(p, BatchScorePlugin) for p in self.scores]
+        self.batch = BatchRunner(self)  # Filter and Score over the columns
 
     @classmethod
     def from_profile(
@@ -272,123 +257,6 @@ class Framework:
                 return Status(Code.ERROR, status.reasons, plugin=plugin.name)
         return SUCCESS
 
-    def run_filter_plugins_batch(
-        self, state: CycleState, pod: PodInfo, nodes: NodeColumns
-    ) -> BatchFilterResult | None:
-        """Every Filter over every row at once; None when a plugin needs the per-node path
-        for this pod (or fails: the per-node path then reports its error)."""
-        feasible = nodes.everyone.copy()
-        first = np.full(nodes.n, -1, dtype=np.int64)
-        everyone = nodes.everyone
-        for k, plugin in enumerate(self.filters):
-            if plugin.name in state.skip_filter_plugins:
-                continue
-            if not self._batch_filter[k]:
-                return None
-            try:
-                mask = cast(BatchFilterPlugin, plugin).filter_all(state, pod, nodes)
-            except Exception:
-                return None
-            if mask is None:
-                return None
-            if mask is everyone:  # rejects no node
-                continue
-            rejected = feasible & ~mask
-            if rejected.any():
-                first[rejected] = k
-                feasible &= mask
-        result = BatchFilterResult(feasible, first)
-        rows = [
-            (row, nominated)
-            for name in self.handle.nominated
-            if (row := nodes.index.get(name)) is not None
-            and (nominated := self.nominated_pods_for(pod, name))
-        ]
-        by_amounts = self._nominated_by_amounts(state, pod) if rows else None
-        for row, nominated in rows:
-            info = nodes.infos[row]
-            status = (
-                by_amounts(info, int(first[row]), nominated) if by_amounts is not None else None
-            )
-            if status is None:
-                status = self.run_filter_plugins_with_nominated_pods(state, pod, info)
-                if status.code == Code.ERROR:
-                    return None  # the per-node path reports it if it gets to this node
-            elif status.ok:
-                continue  # the nominated pods change nothing: the batch verdict stands
-            feasible[row] = status.ok
-            first[row] = -1
-            result.statuses[row] = status
-        return result
-
-    def _nominated_by_amounts(
-        self, state: CycleState, pod: PodInfo
-    ) -> Callable[[NodeInfo, int, list[PodInfo]], Status | None] | None:
-        """RunFilterPluginsWithNominatedPods by arithmetic, for a cycle whose Filter
-        plugins read no pods except NodeResourcesFit (preemption's ResourceDryRun plan):
-        the node-only plugins decide as in the batch, so only NodeResourcesFit with the
-        nominated pods' amounts added can change a row. For a node it gives that
-        rejection, SUCCESS where the batch verdict stands, or None (run it node by node).
-        Without this, every node with a nominated pod ran the filters twice per cycle."""
-        if not self.nominated_by_amounts:
-            return None
-        plan = ResourceDryRun.plan(self, self.handle.snapshot, state, pod)
-        if plan is None:
-            return None
-        fit_index = self.filters.index(plan.fit)
-
-        def status_of(info: NodeInfo, rejecter: int, nominated: list[PodInfo]) -> Status | None:
-            if 0 <= rejecter < fit_index:
-                return SUCCESS  # a node-only plugin before NodeResourcesFit rejects it anyway
-            node = plan.node(info, nominated)
-            return None if node is None else node.fit_status()
-
-        return status_of
-
-    def filter_statuses(
-        self,
-        state: CycleState,
-        pod: PodInfo,
-        nodes: NodeColumns,
-        rows: IntArray,
-        first_rejecter: IntArray,
-    ) -> dict[int, Status]:
-        """Statuses of rejected rows from the plugins that can give them for many nodes at
-        once (`filter_statuses`), grouped by the plugin that rejected each row; rows not
-        covered are left to `filter_status`."""
-        found: dict[int, Status] = {}
-        rejecters = first_rejecter[rows]
-        for k in np.unique(rejecters).tolist():
-            plugin = self.filters[k] if k >= 0 else None
-            batch = getattr(plugin, "filter_statuses", None)
-            if batch is None:
-                continue
-            group = rows[rejecters == k]
-            try:
-                statuses = batch(state, pod, nodes, group)
-            except Exception:
-                statuses = None
-            if statuses is not None:
-                found.update(zip(group.tolist(), statuses, strict=True))
-        return found
-
-    def filter_status(
-        self, state: CycleState, pod: PodInfo, node: NodeInfo, first_rejecter: int
-    ) -> Status:
-        """The per-node status of a node the batch rejected: what `run_filter_plugins` gives,
-        found by asking only the plugin that rejected it (those before it passed)."""
-        plugin = self.filters[first_rejecter]
-        try:
-            status = plugin.filter(state, pod, node)
-        except Exception:
-            status = SUCCESS
-        if status.ok:  # the two paths disagree: trust the whole per-node run
-            return self.run_filter_plugins(state, pod, node)
-        status.plugin = plugin.name
-        if not status.rejected:
-            return Status(Code.ERROR, status.reasons, plugin=plugin.name)
-        return status
-
     def run_post_filter_plugins(
         self, state: CycleState, pod: PodInfo, node_to_status: dict[str, Status]
     ) -> tuple[PostFilterResult | None, Status]:
@@ -438,7 +306,7 @@ class Framework:
         for plugin in self.scores:
             if plugin.name in state.skip_score_plugins:
                 continue
-            scores, status = self._score_one(plugin, state, pod, nodes)
+            scores, status = self.run_score_plugin(plugin, state, pod, nodes)
             if not status.ok:
                 return [], status
             weight = self.weights.get(plugin.name, 1)
@@ -447,64 +315,11 @@ class Framework:
                 entry.total += ns.score * weight
         return totals, SUCCESS
 
-    def run_score_plugins_batch(
-        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
-    ) -> tuple[IntArray, dict[str, IntArray], Status]:
-        """Weighted scores of the nodes at `rows`: the total and each plugin's. Plugins with
-        the batch form score all rows at once, the others node by node."""
-        totals = np.zeros(len(rows), dtype=np.int64)
-        per_plugin: dict[str, IntArray] = {}
-        infos: list[NodeInfo] | None = None
-        for k, plugin in enumerate(self.scores):
-            if plugin.name in state.skip_score_plugins:
-                continue
-            scores: IntArray | None = None
-            if self._batch_score[k]:
-                scores, status = self._score_batch(
-                    cast(BatchScorePlugin, plugin), state, pod, nodes, rows
-                )
-                if not status.ok:
-                    return totals, {}, status
-            if scores is None:
-                if infos is None:
-                    infos = [nodes.infos[r] for r in rows.tolist()]
-                listed, status = self._score_one(plugin, state, pod, infos)
-                if not status.ok:
-                    return totals, {}, status
-                scores = np.fromiter((ns.score for ns in listed), np.int64, count=len(listed))
-            weight = self.weights.get(plugin.name, 1)
-            weighted = scores * weight if weight != 1 else scores
-            per_plugin[plugin.name] = weighted
-            totals += weighted
-        return totals, per_plugin, SUCCESS
-
-    def _score_batch(
-        self,
-        plugin: BatchScorePlugin,
-        state: CycleState,
-        pod: PodInfo,
-        nodes: NodeColumns,
-        rows: IntArray,
-    ) -> tuple[IntArray | None, Status]:
-        try:
-            scores = plugin.score_all(state, pod, nodes, rows)
-            if scores is None:
-                return None, SUCCESS
-            ext = cast(ScorePlugin, plugin).score_extensions()
-            if ext is not None:
-                normalize_all = getattr(ext, "normalize_all", None)
-                if normalize_all is None:
-                    return None, SUCCESS
-                scores = normalize_all(state, pod, scores)
-        except Exception:
-            return None, SUCCESS  # the per-node path reports the error
-        if len(scores) and not _in_score_range(scores):
-            return None, SUCCESS
-        return scores, SUCCESS
-
-    def _score_one(
+    def run_score_plugin(
         self, plugin: ScorePlugin, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[list[NodeScore], Status]:
+        """One Score plugin over `nodes` as run_score_plugins runs it: normalized (not
+        weighted), each score checked to be in range, a failure naming the plugin."""
         scores = []
         try:
             for node in nodes:
@@ -529,6 +344,39 @@ class Framework:
                     ValueError(f"score {ns.score} of node {ns.name} is out of range"),
                 )
         return scores, SUCCESS
+
+    # --- Filter / Score over the columns (the batch path, batch.py) -------------
+
+    def run_filter_plugins_batch(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns
+    ) -> BatchFilterResult | None:
+        """Every Filter over every row of the columns at once (batch.py); None when a
+        plugin needs the per-node path for this pod."""
+        return self.batch.run_filter_plugins(state, pod, nodes)
+
+    def filter_statuses(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeColumns,
+        rows: IntArray,
+        first_rejecter: IntArray,
+    ) -> dict[int, Status]:
+        """Statuses of rows the batch rejected, from plugins that give many at once
+        (batch.py); rows not covered are left to `filter_status`."""
+        return self.batch.filter_statuses(state, pod, nodes, rows, first_rejecter)
+
+    def filter_status(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, first_rejecter: int
+    ) -> Status:
+        """The per-node status of a node the batch rejected (batch.py)."""
+        return self.batch.filter_status(state, pod, node, first_rejecter)
+
+    def run_score_plugins_batch(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
+    ) -> tuple[IntArray, dict[str, IntArray], Status]:
+        """Weighted scores of the nodes at `rows`, the total and each plugin's (batch.py)."""
+        return self.batch.run_score_plugins(state, pod, nodes, rows)
 
     # --- Reserve / Permit -------------------------------------------------------
 
@@ -608,13 +456,6 @@ class Framework:
 
     def less(self, a: Any, b: Any) -> bool:
         return self.queue_sort.less(a, b)
-
-
-def _in_score_range(scores: IntArray) -> bool:
-    if MIN_NODE_SCORE == 0 and scores.dtype == np.int64:
-        # negative scores read as unsigned are huge: one reduction instead of two
-        return int(scores.view(np.uint64).max()) <= MAX_NODE_SCORE
-    return bool(scores.min() >= MIN_NODE_SCORE and scores.max() <= MAX_NODE_SCORE)
 
 
 def select_host(scores: list[PluginScores], rng: random.Random) -> str:

@@ -11,16 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shared.framework.batch import BatchFilterResult
 from shared.framework.columns import IntArray, NodeColumns, NodeRows
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import Diagnosis, FitError
 from shared.framework.interface import PostFilterResult
-from shared.framework.runtime import (
-    BatchFilterResult,
-    Framework,
-    select_host,
-    select_row,
-)
+from shared.framework.runtime import Framework, select_host, select_row
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code, Status
 from shared.framework.types import NodeInfo, PodInfo

@@ -36,10 +36,10 @@ from shared.framework.interface import (
     ReservePlugin,
     SortablePod,
 )
+from shared.framework.plugin_args import arg_error, reject_unknown
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins.args import arg_error, reject_unknown
 from shared.podgroups import MIN_AVAILABLE_ANNOTATION, POD_GROUP_LABEL, POD_GROUP_RESOURCE
 
 NAME = "Coscheduling"

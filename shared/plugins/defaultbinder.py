@@ -9,10 +9,10 @@ from typing import Any
 
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import BindPlugin
+from shared.framework.plugin_args import reject_unknown
 from shared.framework.snapshot import Handle
 from shared.framework.status import Code, Status
 from shared.framework.types import PodInfo
-from shared.plugins.args import reject_unknown
 
 NAME = "DefaultBinder"
 

@@ -5,7 +5,7 @@ Implements: PostFilterPlugin (and the evaluator's PreemptionPolicy).
 Pure: it returns the chosen node and victims in the PostFilterResult; the worker
 deletes the victims and nominates the node (docs/preemption.md). Each node's dry
 run works on a DryRunNode: by arithmetic where only resources can decide
-(resourcedryrun.py), else on clones of the node and the cycle state.
+(shared/framework/resource_dry_run.py), else on clones of the node and the cycle state.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any, Protocol
 
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import PostFilterPlugin, PostFilterResult
+from shared.framework.plugin_args import arg_error, reject_unknown
 from shared.framework.preemption import Budget, Evaluator, importance, random_offset
+from shared.framework.resource_dry_run import ResourceDryRun
 from shared.framework.snapshot import FilterRunner, Handle
 from shared.framework.status import Code, Status
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins.args import arg_error, reject_unknown
-from shared.plugins.resourcedryrun import ResourceDryRun
 
 NAME = "DefaultPreemption"
 MSG_PREFIX = "preemption: "

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from shared.api.models import Container
-from shared.config import ConfigError
 from shared.framework.columns import IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import (
@@ -22,6 +21,7 @@ from shared.framework.interface import (
     ScoreExtensions,
     ScorePlugin,
 )
+from shared.framework.plugin_args import arg_error
 from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import SUCCESS, Status
 from shared.framework.types import ImageStateSummary, NodeInfo, PodInfo
@@ -128,5 +128,5 @@ class ImageLocality(ScorePlugin, BatchScorePlugin):
 def new(args: dict[str, Any], handle: Handle) -> ImageLocality:
     # ImageLocality has no args type: any field is unknown.
     for key in args or {}:
-        raise ConfigError(f"pluginConfig[{NAME}].args.{key}: unknown field")
+        raise arg_error(NAME, key, "unknown field")
     return ImageLocality(handle)

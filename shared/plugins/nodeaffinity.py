@@ -41,6 +41,7 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.normalize import default_normalize_score, default_normalize_scores
+from shared.framework.plugin_args import arg_error, reject_unknown
 from shared.framework.selectors import (
     OBJECT_NAME_FIELD,
     ParsedNodeSelector,
@@ -53,7 +54,6 @@ from shared.framework.selectors import (
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins.args import arg_error, reject_unknown
 
 NAME = "NodeAffinity"
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"

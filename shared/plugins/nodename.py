@@ -18,10 +18,10 @@ from shared.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
 )
+from shared.framework.plugin_args import reject_unknown
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins.args import reject_unknown
 
 NAME = "NodeName"
 ERR_REASON = "node(s) didn't match the requested node name"

@@ -21,10 +21,10 @@ from shared.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
 )
+from shared.framework.plugin_args import reject_unknown
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import HostPort, NodeInfo, PodInfo
-from shared.plugins.args import reject_unknown
 
 NAME = "NodePorts"
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"

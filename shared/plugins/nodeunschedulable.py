@@ -18,10 +18,10 @@ from shared.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
 )
+from shared.framework.plugin_args import reject_unknown
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins.args import reject_unknown
 from shared.plugins.tainttoleration import tolerations_tolerate_taint
 
 NAME = "NodeUnschedulable"

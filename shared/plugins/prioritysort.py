@@ -13,8 +13,8 @@ from shared.framework.interface import (
     QueueSortPlugin,
     SortablePod,
 )
+from shared.framework.plugin_args import reject_unknown
 from shared.framework.snapshot import Handle
-from shared.plugins.args import reject_unknown
 
 NAME = "PrioritySort"
 

@@ -13,10 +13,10 @@ from shared.framework.interface import (
     EnqueueExtensions,
     PreEnqueuePlugin,
 )
+from shared.framework.plugin_args import reject_unknown
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import PodInfo
-from shared.plugins.args import reject_unknown
 
 NAME = "SchedulingGates"
 

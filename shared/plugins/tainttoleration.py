@@ -27,10 +27,10 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.normalize import default_normalize_score, default_normalize_scores
+from shared.framework.plugin_args import reject_unknown
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins.args import reject_unknown
 
 NAME = "TaintToleration"
 ERR_REASON_NOT_MATCH = "node(s) had untolerated taint(s)"

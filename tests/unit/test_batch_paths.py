@@ -527,8 +527,11 @@ def test_reshaped_columns_equal_columns_built_afresh(data: st.DataObject) -> Non
 def test_resource_scores_without_masking_equal_the_masked_forms(data: st.DataObject) -> None:
     """The fast forms used when every node has every resource (capacity > 0), requests
     over capacity included."""
-    from shared.plugins.balancedallocation import balanced_resource_score, balanced_resource_scores
-    from shared.plugins.noderesourcesfit import (
+    from shared.plugins.noderesources.balanced_allocation import (
+        balanced_resource_score,
+        balanced_resource_scores,
+    )
+    from shared.plugins.noderesources.batch import (
         least_requested_scores,
         least_requested_scores_counted,
         most_requested_scores,

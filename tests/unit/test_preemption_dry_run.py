@@ -1,4 +1,4 @@
-"""Preemption's dry run by arithmetic (shared/plugins/resourcedryrun.py) gives what the
+"""Preemption's dry run by arithmetic (shared/framework/resource_dry_run.py) gives what the
 general dry run gives: the same victims, PDB violations and statuses per node, and the
 same PostFilter outcome, on generated clusters; and it stands aside (the general path
 runs) wherever more than resources could decide."""
@@ -20,6 +20,7 @@ from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import FitError
 from shared.framework.interface import FilterPlugin
 from shared.framework.preemption import Budget
+from shared.framework.resource_dry_run import ResourceDryRun
 from shared.framework.runtime import Framework
 from shared.framework.schedule_one import Scheduler
 from shared.framework.snapshot import ClusterSnapshot
@@ -27,7 +28,6 @@ from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins import REGISTRY
 from shared.plugins.defaultpreemption import DefaultPreemption
-from shared.plugins.resourcedryrun import ResourceDryRun
 from tests.builders import ZONE, PodBuilder, make_node, make_pod
 
 PRIORITIES = [0, 5, 10, 20]

@@ -12,8 +12,8 @@ from shared.framework.cycle_state import CycleState
 from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins import balancedallocation as ba
-from shared.plugins.noderesourcesfit import ResourceSpec
+from shared.plugins.noderesources import balanced_allocation as ba
+from shared.plugins.noderesources.args import ResourceSpec
 
 
 def node(allocatable: dict[str, str]) -> NodeInfo:

@@ -16,8 +16,10 @@ from shared.framework.interface import ClusterEvent, ClusterObjects, NodeScore
 from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins import interpodaffinity as ipa
-from shared.plugins.interpodaffinity import ExistingAntiAffinityIndex, pod_terms
+from shared.plugins.interpodaffinity import filtering
+from shared.plugins.interpodaffinity import plugin as ipa
+from shared.plugins.interpodaffinity.index import ExistingAntiAffinityIndex
+from shared.plugins.interpodaffinity.terms import pod_terms
 from shared.tools.synthetic import make_node, make_pod
 
 ZONE = "topology.kubernetes.io/zone"
@@ -168,7 +170,9 @@ def test_add_remove_pod_updates_incoming_anti_affinity() -> None:
 
     assert pl.add_pod(state, incoming, web, n1).ok
     assert filter_codes(pl, state, incoming) == {"n1": Code.UNSCHEDULABLE, "n2": Code.SUCCESS}
-    assert pl.filter(state, incoming, n1).reasons == [ipa.ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH]
+    assert pl.filter(state, incoming, n1).reasons == [
+        filtering.ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH
+    ]
 
     assert pl.remove_pod(state, incoming, web, n1).ok
     assert filter_codes(pl, state, incoming) == {"n1": Code.SUCCESS, "n2": Code.SUCCESS}
@@ -195,7 +199,7 @@ def test_add_pod_updates_existing_anti_affinity_and_clone_is_independent() -> No
     # but where the new pod's anti-affinity forbids it.
     assert filter_codes(pl, state, incoming) == {"n1": Code.SUCCESS, "n2": Code.UNSCHEDULABLE}
     assert pl.filter(state, incoming, n2).reasons == [
-        ipa.ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH
+        filtering.ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH
     ]
     assert filter_codes(pl, snapshot_before, incoming) == {"n1": Code.SUCCESS, "n2": Code.SUCCESS}
 
@@ -214,7 +218,7 @@ def test_add_pod_updates_incoming_affinity() -> None:
     assert pl.add_pod(state, incoming, db, n1).ok
     assert filter_codes(pl, state, incoming) == {"n1": Code.SUCCESS, "n2": unresolvable}
     assert pl.filter(state, incoming, pl.handle.snapshot.nodes[1]).reasons == [
-        ipa.ERR_REASON_AFFINITY_RULES_NOT_MATCH
+        filtering.ERR_REASON_AFFINITY_RULES_NOT_MATCH
     ]
 
 

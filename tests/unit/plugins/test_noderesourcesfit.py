@@ -13,10 +13,16 @@ from hypothesis import strategies as st
 from shared.config import ConfigError
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import ClusterEvent
+from shared.framework.normalize import go_div, go_round
 from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins import noderesourcesfit as fit
+from shared.plugins.noderesources import fit
+from shared.plugins.noderesources.args import ResourceSpec, ScoringStrategy
+from shared.plugins.noderesources.resources import (
+    is_extended_resource_name,
+    is_scalar_resource_name,
+)
 
 
 def node(allocatable: dict[str, str], pods: int = 10, name: str = "n") -> NodeInfo:
@@ -52,8 +58,8 @@ def rtcr(*shape: tuple[int, int], resources: list[dict[str, Any]] | None = None)
 
 def test_defaults() -> None:
     args = fit.parse_args({})
-    assert args.scoring_strategy == fit.ScoringStrategy(
-        "LeastAllocated", (fit.ResourceSpec("cpu", 1), fit.ResourceSpec("memory", 1))
+    assert args.scoring_strategy == ScoringStrategy(
+        "LeastAllocated", (ResourceSpec("cpu", 1), ResourceSpec("memory", 1))
     )
     assert args.ignored_resources == frozenset()
 
@@ -69,7 +75,7 @@ def test_defaults() -> None:
 )
 def test_resource_defaults(strategy: dict[str, Any], resources: tuple) -> None:
     got = fit.parse_args({"scoringStrategy": strategy}).scoring_strategy.resources
-    assert got == tuple(fit.ResourceSpec(n, w) for n, w in resources)
+    assert got == tuple(ResourceSpec(n, w) for n, w in resources)
 
 
 @pytest.mark.parametrize(
@@ -219,8 +225,8 @@ def test_filter_without_prefilter_recomputes() -> None:
     ],
 )
 def test_resource_name_kinds(name: str, scalar: bool, extended: bool) -> None:
-    assert fit.is_scalar_resource_name(name) is scalar
-    assert fit.is_extended_resource_name(name) is extended
+    assert is_scalar_resource_name(name) is scalar
+    assert is_extended_resource_name(name) is extended
 
 
 # --- score ------------------------------------------------------------------------
@@ -282,8 +288,8 @@ def test_requested_to_capacity_ratio_rounds_half_away_from_zero() -> None:
 
 
 def test_go_division_and_rounding() -> None:
-    assert [fit.go_div(a, b) for a, b in ((7, 2), (-7, 2), (7, -2), (0, -3))] == [3, -3, -3, 0]
-    assert [fit.go_round(x) for x in (0.5, 1.5, 2.5, -2.5, 2.49)] == [1, 2, 3, -3, 2]
+    assert [go_div(a, b) for a, b in ((7, 2), (-7, 2), (7, -2), (0, -3))] == [3, -3, -3, 0]
+    assert [go_round(x) for x in (0.5, 1.5, 2.5, -2.5, 2.49)] == [1, 2, 3, -3, 2]
 
 
 def test_events_to_register() -> None:

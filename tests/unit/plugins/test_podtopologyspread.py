@@ -13,7 +13,8 @@ from shared.framework.interface import ClusterEvent, ClusterObjects, NodeScore
 from shared.framework.snapshot import ClusterSnapshot, Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins.podtopologyspread import CriticalPaths, PodTopologySpread, new
+from shared.plugins.podtopologyspread.filtering import CriticalPaths
+from shared.plugins.podtopologyspread.plugin import PodTopologySpread, new
 from shared.tools.synthetic import make_node, make_pod
 
 ZONE = "topology.kubernetes.io/zone"

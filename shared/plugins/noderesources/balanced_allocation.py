@@ -26,15 +26,13 @@ from shared.framework.interface import (
     ScoreExtensions,
     ScorePlugin,
 )
+from shared.framework.plugin_args import ArgsParser
 from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins.noderesourcesfit import (
-    ArgsParser,
-    ResourceAllocationScorer,
-    ResourceSpec,
-    all_counted,
-)
+from shared.plugins.noderesources.args import ResourceSpec, resource_specs
+from shared.plugins.noderesources.batch import all_counted, allocation_scores
+from shared.plugins.noderesources.resource_allocation import ResourceAllocationScorer
 
 NAME = "NodeResourcesBalancedAllocation"
 
@@ -51,7 +49,7 @@ def parse_args(args: Mapping[str, Any]) -> BalancedAllocationArgs:
     and ValidateNodeResourcesBalancedAllocationArgs (unique names, every weight 1)."""
     parser = ArgsParser(NAME)
     args = parser.mapping(args, "", ("resources",))
-    resources = parser.resource_specs(args.get("resources"), "resources")
+    resources = resource_specs(parser, args.get("resources"), "resources")
     seen: set[str] = set()
     for i, spec in enumerate(resources):
         if spec.name in seen:
@@ -160,7 +158,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin, BatchScorePlugin):
         pod_requests = state.read(PRE_SCORE_STATE_KEY)
         if pod_requests is None:
             return None  # PreScore skipped or did not run: the per-node path decides
-        return self.scorer.score_all(nodes, rows, pod_requests)
+        return allocation_scores(self.scorer, nodes, rows, pod_requests)
 
     def score_extensions(self) -> ScoreExtensions | None:
         return None

@@ -21,6 +21,10 @@ It applies to a cycle when:
   for no host port (then the node's ports cannot conflict).
 It applies to a node when adding its nominated pods adds pods rather than
 replacing one (NodeInfo.add_pod of a key already there swaps the accounting).
+
+Two users: DefaultPreemption's SelectVictimsOnNode, and the framework's batch Filter,
+which counts a node's nominated pods the same way. It names the in-tree Filter
+plugins that read only the node, so this framework module imports those plugins.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.nodeaffinity import NodeAffinity
 from shared.plugins.nodename import NodeName
 from shared.plugins.nodeports import NodePorts
-from shared.plugins.noderesourcesfit import (
+from shared.plugins.noderesources.fit import (
     NodeResourcesFit,
     fits_amounts,
     insufficient_status,
