@@ -43,23 +43,39 @@ class ActionType(IntFlag):
     UPDATE = ALL & ~(ADD | DELETE)  # any update, when no finer kind applies
 
 
-# ActionType.String(): the names used in registrations, labels and messages.
+# ActionType.String(): the names used in registrations (events_to_register), labels and
+# messages, each once.
+ADD = "Add"
+DELETE = "Delete"
+UPDATE_NODE_ALLOCATABLE = "UpdateNodeAllocatable"
+UPDATE_NODE_LABEL = "UpdateNodeLabel"
+UPDATE_NODE_TAINT = "UpdateNodeTaint"
+UPDATE_NODE_CONDITION = "UpdateNodeCondition"
+UPDATE_NODE_ANNOTATION = "UpdateNodeAnnotation"
+UPDATE_NODE_DECLARED_FEATURE = "UpdateNodeDeclaredFeature"
+UPDATE_POD_LABEL = "UpdatePodLabel"
+UPDATE_POD_SCALE_DOWN = "UpdatePodScaleDown"
+UPDATE_POD_TOLERATION = "UpdatePodToleration"
+UPDATE_POD_SCHEDULING_GATES_ELIMINATED = "UpdatePodSchedulingGatesEliminated"
+UPDATE_POD_GENERATED_RESOURCE_CLAIM = "UpdatePodGeneratedResourceClaim"
+ALL = "All"
+UPDATE = "Update"
 ACTION_NAMES: dict[str, ActionType] = {
-    "Add": ActionType.ADD,
-    "Delete": ActionType.DELETE,
-    "UpdateNodeAllocatable": ActionType.UPDATE_NODE_ALLOCATABLE,
-    "UpdateNodeLabel": ActionType.UPDATE_NODE_LABEL,
-    "UpdateNodeTaint": ActionType.UPDATE_NODE_TAINT,
-    "UpdateNodeCondition": ActionType.UPDATE_NODE_CONDITION,
-    "UpdateNodeAnnotation": ActionType.UPDATE_NODE_ANNOTATION,
-    "UpdateNodeDeclaredFeature": ActionType.UPDATE_NODE_DECLARED_FEATURE,
-    "UpdatePodLabel": ActionType.UPDATE_POD_LABEL,
-    "UpdatePodScaleDown": ActionType.UPDATE_POD_SCALE_DOWN,
-    "UpdatePodToleration": ActionType.UPDATE_POD_TOLERATION,
-    "UpdatePodSchedulingGatesEliminated": ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
-    "UpdatePodGeneratedResourceClaim": ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM,
-    "All": ActionType.ALL,
-    "Update": ActionType.UPDATE,
+    ADD: ActionType.ADD,
+    DELETE: ActionType.DELETE,
+    UPDATE_NODE_ALLOCATABLE: ActionType.UPDATE_NODE_ALLOCATABLE,
+    UPDATE_NODE_LABEL: ActionType.UPDATE_NODE_LABEL,
+    UPDATE_NODE_TAINT: ActionType.UPDATE_NODE_TAINT,
+    UPDATE_NODE_CONDITION: ActionType.UPDATE_NODE_CONDITION,
+    UPDATE_NODE_ANNOTATION: ActionType.UPDATE_NODE_ANNOTATION,
+    UPDATE_NODE_DECLARED_FEATURE: ActionType.UPDATE_NODE_DECLARED_FEATURE,
+    UPDATE_POD_LABEL: ActionType.UPDATE_POD_LABEL,
+    UPDATE_POD_SCALE_DOWN: ActionType.UPDATE_POD_SCALE_DOWN,
+    UPDATE_POD_TOLERATION: ActionType.UPDATE_POD_TOLERATION,
+    UPDATE_POD_SCHEDULING_GATES_ELIMINATED: ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
+    UPDATE_POD_GENERATED_RESOURCE_CLAIM: ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM,
+    ALL: ActionType.ALL,
+    UPDATE: ActionType.UPDATE,
 }
 
 # Event resources. Plugins register "Pod", which matches both internal pod resources.
@@ -75,16 +91,16 @@ BACKOFF_COMPLETE = "BackoffComplete"
 UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
 FORCE_ACTIVATE = "ForceActivate"
 
-EVENT_NODE_ADD = ClusterEvent(NODE, "Add")
-EVENT_NODE_DELETE = ClusterEvent(NODE, "Delete")
-EVENT_ASSIGNED_POD_ADD = ClusterEvent(ASSIGNED_POD, "Add")
-EVENT_ASSIGNED_POD_UPDATE = ClusterEvent(ASSIGNED_POD, "Update")
-EVENT_ASSIGNED_POD_DELETE = ClusterEvent(ASSIGNED_POD, "Delete")
-EVENT_UNSCHEDULED_POD_ADD = ClusterEvent(UNSCHEDULED_POD, "Add")
-EVENT_UNSCHEDULED_POD_UPDATE = ClusterEvent(UNSCHEDULED_POD, "Update")
-EVENT_UNSCHEDULED_POD_DELETE = ClusterEvent(UNSCHEDULED_POD, "Delete")
-EVENT_UNSCHEDULABLE_TIMEOUT = ClusterEvent(WILDCARD, "All", UNSCHEDULABLE_TIMEOUT)
-EVENT_FORCE_ACTIVATE = ClusterEvent(WILDCARD, "All", FORCE_ACTIVATE)
+EVENT_NODE_ADD = ClusterEvent(NODE, ADD)
+EVENT_NODE_DELETE = ClusterEvent(NODE, DELETE)
+EVENT_ASSIGNED_POD_ADD = ClusterEvent(ASSIGNED_POD, ADD)
+EVENT_ASSIGNED_POD_UPDATE = ClusterEvent(ASSIGNED_POD, UPDATE)
+EVENT_ASSIGNED_POD_DELETE = ClusterEvent(ASSIGNED_POD, DELETE)
+EVENT_UNSCHEDULED_POD_ADD = ClusterEvent(UNSCHEDULED_POD, ADD)
+EVENT_UNSCHEDULED_POD_UPDATE = ClusterEvent(UNSCHEDULED_POD, UPDATE)
+EVENT_UNSCHEDULED_POD_DELETE = ClusterEvent(UNSCHEDULED_POD, DELETE)
+EVENT_UNSCHEDULABLE_TIMEOUT = ClusterEvent(WILDCARD, ALL, UNSCHEDULABLE_TIMEOUT)
+EVENT_FORCE_ACTIVATE = ClusterEvent(WILDCARD, ALL, FORCE_ACTIVATE)
 
 # QueueingHintFn(pod, old, new): may the event (old -> new object; old is None for an
 # Add, new is None for a Delete) make `pod`, which this plugin rejected, schedulable?
@@ -121,7 +137,7 @@ _BY_LABEL |= {e.label: e for e in (EVENT_UNSCHEDULABLE_TIMEOUT, EVENT_FORCE_ACTI
 def event_from_label(label: str) -> ClusterEvent:
     """The event a label names ("AssignedPodDelete"); an unknown label is a wildcard
     event, which moves every pod, as an unknown reason to retry should."""
-    return _BY_LABEL.get(label) or ClusterEvent(WILDCARD, "All", label)
+    return _BY_LABEL.get(label) or ClusterEvent(WILDCARD, ALL, label)
 
 
 def is_wildcard(ev: ClusterEvent) -> bool:

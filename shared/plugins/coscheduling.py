@@ -22,6 +22,7 @@ from typing import Any
 
 from shared.api.models import object_key
 from shared.framework.cycle_state import CycleState
+from shared.framework.events import ADD, POD
 from shared.framework.interface import (
     ClusterEvent,
     ClusterEventWithHint,
@@ -175,7 +176,7 @@ class Coscheduling(
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
-            ClusterEventWithHint(ClusterEvent("Pod", "Add"), self.is_sibling),
+            ClusterEventWithHint(ClusterEvent(POD, ADD), self.is_sibling),
             ClusterEventWithHint(ClusterEvent(POD_GROUP_RESOURCE, "Add|Update")),
         ]
 

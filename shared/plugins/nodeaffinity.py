@@ -26,6 +26,7 @@ from shared.framework.columns import (
     preferred_terms_scores,
 )
 from shared.framework.cycle_state import CycleState, StateKey
+from shared.framework.events import ADD, NODE, UPDATE_NODE_LABEL
 from shared.framework.interface import (
     MAX_NODE_SCORE,
     BatchFilterPlugin,
@@ -254,11 +255,9 @@ class NodeAffinity(
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # With queueing hints (the default), only a new node or new labels can help.
         return [
+            ClusterEventWithHint(ClusterEvent(NODE, ADD), self.is_schedulable_after_node_change),
             ClusterEventWithHint(
-                ClusterEvent("Node", "Add"), self.is_schedulable_after_node_change
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Node", "UpdateNodeLabel"), self.is_schedulable_after_node_change
+                ClusterEvent(NODE, UPDATE_NODE_LABEL), self.is_schedulable_after_node_change
             ),
         ]
 

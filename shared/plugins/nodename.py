@@ -9,6 +9,7 @@ from typing import Any
 
 from shared.framework.columns import BoolArray, NodeColumns
 from shared.framework.cycle_state import CycleState
+from shared.framework.events import ADD, NODE
 from shared.framework.interface import (
     BatchFilterPlugin,
     ClusterEvent,
@@ -56,7 +57,7 @@ class NodeName(PreFilterPlugin, FilterPlugin, BatchFilterPlugin, EnqueueExtensio
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # No queueing hint: a new node always warrants a retry.
-        return [ClusterEventWithHint(ClusterEvent("Node", "Add"))]
+        return [ClusterEventWithHint(ClusterEvent(NODE, ADD))]
 
 
 def new(args: dict[str, Any], handle: Handle) -> NodeName:

@@ -12,6 +12,7 @@ import numpy as np
 
 from shared.framework.columns import BoolArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
+from shared.framework.events import ADD, DELETE, NODE, POD
 from shared.framework.interface import (
     BatchFilterPlugin,
     ClusterEvent,
@@ -79,10 +80,8 @@ class NodePorts(PreFilterPlugin, FilterPlugin, BatchFilterPlugin, EnqueueExtensi
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # Host ports are immutable, so only a deleted pod or a new node can free one.
         return [
-            ClusterEventWithHint(
-                ClusterEvent("Pod", "Delete"), self.is_schedulable_after_pod_deleted
-            ),
-            ClusterEventWithHint(ClusterEvent("Node", "Add")),
+            ClusterEventWithHint(ClusterEvent(POD, DELETE), self.is_schedulable_after_pod_deleted),
+            ClusterEventWithHint(ClusterEvent(NODE, ADD)),
         ]
 
     def is_schedulable_after_pod_deleted(

@@ -11,6 +11,7 @@ from typing import Any
 from shared.api.models import Taint
 from shared.framework.columns import BoolArray, NodeColumns
 from shared.framework.cycle_state import CycleState
+from shared.framework.events import ADD, NODE, POD, UPDATE_NODE_TAINT, UPDATE_POD_TOLERATION
 from shared.framework.interface import (
     BatchFilterPlugin,
     ClusterEvent,
@@ -50,14 +51,12 @@ class NodeUnschedulable(FilterPlugin, BatchFilterPlugin, EnqueueExtensions):
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
+            ClusterEventWithHint(ClusterEvent(NODE, ADD), self.is_schedulable_after_node_change),
             ClusterEventWithHint(
-                ClusterEvent("Node", "Add"), self.is_schedulable_after_node_change
+                ClusterEvent(NODE, UPDATE_NODE_TAINT), self.is_schedulable_after_node_change
             ),
             ClusterEventWithHint(
-                ClusterEvent("Node", "UpdateNodeTaint"), self.is_schedulable_after_node_change
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Pod", "UpdatePodToleration"),
+                ClusterEvent(POD, UPDATE_POD_TOLERATION),
                 self.is_schedulable_after_pod_toleration_change,
             ),
         ]

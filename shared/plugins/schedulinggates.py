@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.framework.events import POD, UPDATE_POD_SCHEDULING_GATES_ELIMINATED
 from shared.framework.interface import (
     ClusterEvent,
     ClusterEventWithHint,
@@ -37,7 +38,7 @@ class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(
-                ClusterEvent("Pod", "UpdatePodSchedulingGatesEliminated"),
+                ClusterEvent(POD, UPDATE_POD_SCHEDULING_GATES_ELIMINATED),
                 self.is_schedulable_after_update_pod_scheduling_gates_eliminated,
             )
         ]

@@ -14,6 +14,7 @@ import numpy as np
 from shared.api.models import Taint, Toleration
 from shared.framework.columns import BoolArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
+from shared.framework.events import ADD, NODE, POD, UPDATE_NODE_TAINT, UPDATE_POD_TOLERATION
 from shared.framework.interface import (
     MAX_NODE_SCORE,
     BatchFilterPlugin,
@@ -118,14 +119,12 @@ class TaintToleration(
         # With queueing hints (kube's default) a node label cannot change the verdict, and
         # a new toleration matters only to the pod that got it.
         return [
+            ClusterEventWithHint(ClusterEvent(NODE, ADD), self.is_schedulable_after_node_change),
             ClusterEventWithHint(
-                ClusterEvent("Node", "Add"), self.is_schedulable_after_node_change
+                ClusterEvent(NODE, UPDATE_NODE_TAINT), self.is_schedulable_after_node_change
             ),
             ClusterEventWithHint(
-                ClusterEvent("Node", "UpdateNodeTaint"), self.is_schedulable_after_node_change
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Pod", "UpdatePodToleration"),
+                ClusterEvent(POD, UPDATE_POD_TOLERATION),
                 self.is_schedulable_after_pod_toleration_change,
             ),
         ]

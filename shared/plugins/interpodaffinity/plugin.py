@@ -17,6 +17,14 @@ from typing import Any
 
 from shared.framework.columns import BoolArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
+from shared.framework.events import (
+    ADD,
+    ASSIGNED_POD,
+    DELETE,
+    NODE,
+    UPDATE_NODE_LABEL,
+    UPDATE_POD_LABEL,
+)
 from shared.framework.interface import (
     BatchFilterPlugin,
     BatchScorePlugin,
@@ -112,19 +120,17 @@ class InterPodAffinity(
         # by default upstream) UpdateNodeTaint is not registered.
         return [
             ClusterEventWithHint(
-                ClusterEvent("AssignedPod", "Add"), self.is_schedulable_after_pod_change
+                ClusterEvent(ASSIGNED_POD, ADD), self.is_schedulable_after_pod_change
             ),
             ClusterEventWithHint(
-                ClusterEvent("AssignedPod", "UpdatePodLabel"), self.is_schedulable_after_pod_change
+                ClusterEvent(ASSIGNED_POD, UPDATE_POD_LABEL), self.is_schedulable_after_pod_change
             ),
             ClusterEventWithHint(
-                ClusterEvent("AssignedPod", "Delete"), self.is_schedulable_after_pod_change
+                ClusterEvent(ASSIGNED_POD, DELETE), self.is_schedulable_after_pod_change
             ),
+            ClusterEventWithHint(ClusterEvent(NODE, ADD), self.is_schedulable_after_node_change),
             ClusterEventWithHint(
-                ClusterEvent("Node", "Add"), self.is_schedulable_after_node_change
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Node", "UpdateNodeLabel"), self.is_schedulable_after_node_change
+                ClusterEvent(NODE, UPDATE_NODE_LABEL), self.is_schedulable_after_node_change
             ),
         ]
 

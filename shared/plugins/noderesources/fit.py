@@ -16,6 +16,14 @@ from typing import Any
 
 from shared.framework.columns import BoolArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
+from shared.framework.events import (
+    ADD,
+    DELETE,
+    NODE,
+    POD,
+    UPDATE_NODE_ALLOCATABLE,
+    UPDATE_POD_SCALE_DOWN,
+)
 from shared.framework.interface import (
     BatchFilterPlugin,
     BatchScorePlugin,
@@ -261,17 +269,13 @@ class NodeResourcesFit(
         # more allocatable may fit. With queueing hints (on by default upstream) node
         # label/taint updates are not registered.
         return [
+            ClusterEventWithHint(ClusterEvent(POD, DELETE), self.is_schedulable_after_pod_event),
             ClusterEventWithHint(
-                ClusterEvent("Pod", "Delete"), self.is_schedulable_after_pod_event
+                ClusterEvent(POD, UPDATE_POD_SCALE_DOWN), self.is_schedulable_after_pod_event
             ),
+            ClusterEventWithHint(ClusterEvent(NODE, ADD), self.is_schedulable_after_node_change),
             ClusterEventWithHint(
-                ClusterEvent("Pod", "UpdatePodScaleDown"), self.is_schedulable_after_pod_event
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Node", "Add"), self.is_schedulable_after_node_change
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Node", "UpdateNodeAllocatable"), self.is_schedulable_after_node_change
+                ClusterEvent(NODE, UPDATE_NODE_ALLOCATABLE), self.is_schedulable_after_node_change
             ),
         ]
 

@@ -23,6 +23,16 @@ from shared.api.models import TopologySpreadConstraint, describe_validation_erro
 from shared.api.validation import qualified_name_errors
 from shared.framework.columns import BoolArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
+from shared.framework.events import (
+    ADD,
+    DELETE,
+    NODE,
+    POD,
+    UPDATE_NODE_LABEL,
+    UPDATE_NODE_TAINT,
+    UPDATE_POD_LABEL,
+    UPDATE_POD_TOLERATION,
+)
 from shared.framework.interface import (
     BatchFilterPlugin,
     BatchScorePlugin,
@@ -210,27 +220,21 @@ class PodTopologySpread(
         # toleration matters with nodeTaintsPolicy Honor; nodes added, removed,
         # relabelled or retainted change the domains.
         return [
-            ClusterEventWithHint(ClusterEvent("Pod", "Add"), self.is_schedulable_after_pod_change),
+            ClusterEventWithHint(ClusterEvent(POD, ADD), self.is_schedulable_after_pod_change),
             ClusterEventWithHint(
-                ClusterEvent("Pod", "UpdatePodLabel"), self.is_schedulable_after_pod_change
+                ClusterEvent(POD, UPDATE_POD_LABEL), self.is_schedulable_after_pod_change
             ),
             ClusterEventWithHint(
-                ClusterEvent("Pod", "UpdatePodToleration"), self.is_schedulable_after_pod_change
+                ClusterEvent(POD, UPDATE_POD_TOLERATION), self.is_schedulable_after_pod_change
+            ),
+            ClusterEventWithHint(ClusterEvent(POD, DELETE), self.is_schedulable_after_pod_change),
+            ClusterEventWithHint(ClusterEvent(NODE, ADD), self.is_schedulable_after_node_change),
+            ClusterEventWithHint(ClusterEvent(NODE, DELETE), self.is_schedulable_after_node_change),
+            ClusterEventWithHint(
+                ClusterEvent(NODE, UPDATE_NODE_LABEL), self.is_schedulable_after_node_change
             ),
             ClusterEventWithHint(
-                ClusterEvent("Pod", "Delete"), self.is_schedulable_after_pod_change
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Node", "Add"), self.is_schedulable_after_node_change
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Node", "Delete"), self.is_schedulable_after_node_change
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Node", "UpdateNodeLabel"), self.is_schedulable_after_node_change
-            ),
-            ClusterEventWithHint(
-                ClusterEvent("Node", "UpdateNodeTaint"), self.is_schedulable_after_node_change
+                ClusterEvent(NODE, UPDATE_NODE_TAINT), self.is_schedulable_after_node_change
             ),
         ]
 
