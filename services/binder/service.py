@@ -34,10 +34,12 @@ from shared.api.podstatus import (
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import Diagnosis, FitError
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, event_label
+from shared.framework.handle import HandleProviders
 from shared.framework.profile_map import ProfileMap
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import PodInfo
 from shared.messages import BindRequest, Report, attempt_of_message_id, report
+from shared.plugins import REGISTRY
 from shared.runtime import metrics
 from shared.runtime.consume import consume_batches
 from shared.runtime.failures import Failure, record_failure
@@ -88,9 +90,10 @@ class Binder:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.stopping = asyncio.Event()
-        self.frameworks = ProfileMap(rt.config)
-        for fw in self.frameworks.values():
-            fw.handle.bind_pod = self.write_binding  # DefaultBinder's write
+        # DefaultBinder writes the binding through this service's publish.
+        self.frameworks = ProfileMap(
+            rt.config, REGISTRY, HandleProviders(bind_pod=self.write_binding)
+        )
         self.permit = PermitWaiter(rt, self._on_permit_decided)
         self._tasks: set[asyncio.Task[None]] = set()
         reg = rt.registry

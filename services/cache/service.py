@@ -22,6 +22,7 @@ from shared.framework.profile_map import ProfileMap
 from shared.framework.types import PodInfo
 from shared.framework.waiting_pods import PermitSignal
 from shared.messages import AssumeReply, Assumption, CacheEvent, PermitState
+from shared.plugins import REGISTRY
 from shared.podgroups import PodGroups
 from shared.runtime import metrics
 from shared.runtime.elector import EpochFloor
@@ -67,7 +68,7 @@ class CacheService:
         # node name -> the node object last written to CACHE_NODES (by identity): a
         # node's record changes with every pod on it, its object rarely
         self._written_nodes: dict[str, Any] = {}
-        self.frameworks = ProfileMap(rt.config)
+        self.frameworks = ProfileMap(rt.config, REGISTRY)
         self._set_pod_groups(PodGroups())
         self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()
@@ -101,8 +102,7 @@ class CacheService:
     def _set_pod_groups(self, pod_groups: PodGroups) -> None:
         """Coscheduling's PreFilter, re-run at assume, reads the groups the cache tracks."""
         self.pod_groups = pod_groups
-        for fw in self.frameworks.values():
-            fw.handle.pod_groups = pod_groups.records
+        self.frameworks.providers.pod_groups = pod_groups.records
 
     async def shutdown(self) -> None:
         self.stopping.set()

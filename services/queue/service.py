@@ -27,6 +27,7 @@ from shared.framework.events import action_type, event_from_label
 from shared.framework.interface import ClusterEvent
 from shared.framework.profile_map import ProfileMap
 from shared.messages import NominatedPod, QueuedPod, QueueEvent, Report
+from shared.plugins import REGISTRY
 from shared.runtime import metrics
 from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
@@ -78,7 +79,7 @@ def cluster_event(ev: QueueEvent) -> ClusterEvent:
 class QueueService:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        profiles = ProfileMap(rt.config)
+        profiles = ProfileMap(rt.config, REGISTRY)
         self.hints: QueueingHints = hints_of(profiles)
         self.sort_key = queue_sort_key(profiles)
         self.pre_enqueue = run_pre_enqueue(profiles)

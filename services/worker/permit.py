@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 
 from services.worker.attempt import Attempt
+from shared.framework.handle import HandleProviders
 from shared.framework.runtime import Framework
 from shared.framework.status import Code
 from shared.runtime.permits import send_permit_signals
@@ -17,10 +18,17 @@ log = logging.getLogger("ksched.worker")
 
 
 class PermitPhase:
-    def __init__(self, rt: Runtime, snapshot: Snapshot, frameworks: Sequence[Framework]) -> None:
+    def __init__(
+        self,
+        rt: Runtime,
+        snapshot: Snapshot,
+        frameworks: Sequence[Framework],
+        providers: HandleProviders,
+    ) -> None:
         self.rt = rt
         self.snapshot = snapshot
         self.frameworks = frameworks
+        self.providers = providers
         # Coscheduling reads the pod groups the cache tracks; other profiles skip the read.
         self.needs_pod_groups = any("Coscheduling" in fw.plugins.instances for fw in frameworks)
 
@@ -32,8 +40,7 @@ class PermitPhase:
         except Exception as err:
             log.warning("pod groups not refreshed: %s", err)
             return
-        for fw in self.frameworks:
-            fw.handle.pod_groups = groups
+        self.providers.pod_groups = groups
 
     def run(
         self, committed: list[Attempt]
@@ -80,4 +87,4 @@ class PermitPhase:
         assumptions whose commit is still out (one may be refused, and a gang counted
         with it would be allowed short of minMember)."""
         a.framework.set_snapshot(self.snapshot.cluster())
-        a.framework.handle.uncommitted = uncommitted
+        self.providers.uncommitted = uncommitted

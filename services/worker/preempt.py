@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 from nats.aio.client import Client as NATS
@@ -38,7 +37,7 @@ from shared.api.podstatus import (
     with_nominated_node,
 )
 from shared.framework.diagnosis import FitError
-from shared.framework.runtime import Framework
+from shared.framework.handle import HandleProviders
 from shared.framework.types import PodInfo
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.snapshot import Snapshot
@@ -159,28 +158,23 @@ class PdbWatch:
 
 class PreemptionPhase:
     """PostFilter (DefaultPreemption) for pods that fit nowhere, and its act phase once
-    the preemptor's nomination is written. Shared by every profile's handle: the budgets
-    preemption respects, and the victims this worker deleted that its snapshot still
-    shows (`terminating`)."""
+    the preemptor's nomination is written. It keeps the providers' `terminating` (the
+    victims this worker deleted that its snapshot still shows) and `nominated` (a
+    nomination counts locally at once)."""
 
     def __init__(
         self,
         nc: NATS,
         snapshot: Snapshot,
-        frameworks: Sequence[Framework],
+        providers: HandleProviders,
         attempts: Counter,
         victims: Histogram,
     ) -> None:
         self.nc = nc
         self.snapshot = snapshot
-        self.frameworks = frameworks
+        self.providers = providers
         self.attempts = attempts
         self.victims = victims
-        self.pdbs: list[PodDisruptionBudget] = []
-        self.terminating: dict[str, str] = {}
-        for fw in frameworks:
-            fw.handle.pdbs = self.pdbs
-            fw.handle.terminating = self.terminating
 
     def post_filter(self, a: Attempt, err: FitError) -> None:
         """PostFilter for a pod that fits nowhere; only on this path, so the hot path
@@ -194,32 +188,30 @@ class PreemptionPhase:
 
     def nominate_locally(self, pod: PodInfo, node: str) -> None:
         uid = pod.pod.metadata.uid
-        for fw in self.frameworks:
-            handle = fw.handle
-            nominated = {
-                n: [p for p in pods if p.pod.metadata.uid != uid]
-                for n, pods in handle.nominated.items()
-            }
-            if node:
-                nominated.setdefault(node, []).append(pod)
-            handle.nominated = {n: pods for n, pods in nominated.items() if pods}
+        nominated = {
+            n: [p for p in pods if p.pod.metadata.uid != uid]
+            for n, pods in self.providers.nominated.items()
+        }
+        if node:
+            nominated.setdefault(node, []).append(pod)
+        self.providers.nominated = {n: pods for n, pods in nominated.items() if pods}
 
     def prune_terminating(self) -> None:
         """Forget victims the refreshed snapshot no longer shows (their deletion landed)."""
-        if not self.terminating:
+        if not self.providers.terminating:
             return
         cluster = self.snapshot.cluster()
-        for key, node in list(self.terminating.items()):
+        for key, node in list(self.providers.terminating.items()):
             info = cluster.get(node)
             if info is None or key not in info.pods:
-                del self.terminating[key]
+                del self.providers.terminating[key]
 
     async def act_on(self, a: Attempt, node: str) -> None:
         """The act phase, once the preemptor's nomination is written: the victims go."""
         assert a.preemption is not None
         victims = a.preemption.victims
         for v in victims:
-            self.terminating[v.key] = node
+            self.providers.terminating[v.key] = node
         deleted = await act(self.nc, a.qp["pod"], node, victims, a.preemption.lower_nominated)
         a.victims_gone = deleted < len(victims)
         self.victims.observe(len(victims))

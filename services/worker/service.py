@@ -27,6 +27,7 @@ from shared.framework.profile_map import ProfileMap
 from shared.framework.schedule_one import Scheduler, SchedulingError
 from shared.framework.types import PodInfo
 from shared.messages import NominatedPod, QueuedPod, Report
+from shared.plugins import REGISTRY
 from shared.runtime import failpoints, metrics
 from shared.runtime.failures import Failure, record_failure
 from shared.runtime.retry import retry_forever
@@ -59,7 +60,8 @@ class Worker:
         self.rt = rt
         self.snapshot = Snapshot(rt.redis)
         percentage = rt.config.percentage_of_nodes_to_score
-        profiles = ProfileMap(rt.config)
+        profiles = ProfileMap(rt.config, REGISTRY)
+        self.providers = profiles.providers  # what the plugins read beyond the snapshot
         self.schedulers = {
             name: Scheduler(fw, percentage_of_nodes_to_score=percentage, rng=random.Random())
             for name, fw in profiles.items()
@@ -74,17 +76,17 @@ class Worker:
         self.sli_duration = metrics.POD_SCHEDULING_SLI_DURATION.histogram(reg)
         self.pod_attempts = metrics.POD_SCHEDULING_ATTEMPTS.histogram(reg)
         self.committer = Committer(rt, self.snapshot, metrics.ASSUME_CONFLICTS.counter(reg))
-        self.permit = PermitPhase(rt, self.snapshot, frameworks)
+        self.permit = PermitPhase(rt, self.snapshot, frameworks, self.providers)
         self.preemption = PreemptionPhase(
             rt.nc,
             self.snapshot,
-            frameworks,
+            self.providers,
             metrics.PREEMPTION_ATTEMPTS.counter(reg),
             metrics.PREEMPTION_VICTIMS.histogram(reg),
         )
 
     async def run(self) -> None:
-        watch = PdbWatch(self.rt.js, self.preemption.pdbs)
+        watch = PdbWatch(self.rt.js, self.providers.pdbs)
         await retry_forever("watch PodDisruptionBudgets", watch.start)
         self.rt.serving.set()  # it only asks others: it serves as soon as it runs
         await asyncio.gather(*(self._lane() for _ in range(LANES)))
@@ -143,8 +145,7 @@ class Worker:
                 nominated.setdefault(p["node"], []).append(PodInfo.of(p["pod"], p["seq"]))
             except Exception as err:  # validated at the watcher; never expected here
                 log.warning("skipping nominated pod %s: %s", p.get("key"), err)
-        for scheduler in self.schedulers.values():
-            scheduler.fw.handle.nominated = nominated
+        self.providers.nominated = nominated
         self.nominated_version = version
 
     async def _fetch_nominated(self) -> tuple[int, list[NominatedPod]]:

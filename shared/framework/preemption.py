@@ -21,8 +21,9 @@ from typing import Protocol
 from shared.api.pdb import PodDisruptionBudget
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import Diagnosis, FitError
+from shared.framework.handle import Handle
 from shared.framework.interface import PostFilterResult
-from shared.framework.snapshot import ClusterSnapshot, Handle
+from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.config import ConfigError, PluginRef, PluginSet, Profile
+from shared.framework.handle import Handle
 from shared.framework.interface import EXTENSION_POINTS, Plugin, ScorePlugin
-from shared.framework.snapshot import Handle
 
 PluginFactory = Callable[[dict[str, Any], Handle], Plugin]
 

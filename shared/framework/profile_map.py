@@ -9,12 +9,26 @@ from typing import Any
 
 from shared.api.podstatus import scheduler_name
 from shared.config import SchedulerConfiguration
+from shared.framework.handle import Handle, HandleProviders
+from shared.framework.profile import PluginFactory
 from shared.framework.runtime import Framework
 
 
 class ProfileMap(Mapping[str, Framework]):
-    def __init__(self, config: SchedulerConfiguration) -> None:
-        self._by_name = {p.scheduler_name: Framework.from_profile(p) for p in config.profiles}
+    """Built from the configuration, the plugin registry and the service's providers,
+    which every profile's Handle reads."""
+
+    def __init__(
+        self,
+        config: SchedulerConfiguration,
+        registry: Mapping[str, PluginFactory],
+        providers: HandleProviders | None = None,
+    ) -> None:
+        self.providers = providers or HandleProviders()
+        self._by_name = {
+            p.scheduler_name: Framework.from_profile(p, registry, Handle(providers=self.providers))
+            for p in config.profiles
+        }
 
     def __getitem__(self, name: str) -> Framework:
         return self._by_name[name]

@@ -32,8 +32,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from shared.framework.cycle_state import CycleState
+from shared.framework.handle import FilterRunner
 from shared.framework.interface import FilterPlugin
-from shared.framework.snapshot import ClusterSnapshot, FilterRunner
+from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import SUCCESS, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.nodeaffinity import NodeAffinity

@@ -13,6 +13,7 @@ from shared.config import Profile
 from shared.framework.batch import BatchFilterResult, BatchRunner
 from shared.framework.columns import IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
@@ -33,7 +34,7 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.profile import PluginFactory, ProfilePlugins, build_profile
-from shared.framework.snapshot import ClusterSnapshot, Handle
+from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.framework.waiting_pods import MAX_PERMIT_TIMEOUT
@@ -82,13 +83,11 @@ class Framework:
     def from_profile(
         cls,
         profile: Profile,
-        registry: Mapping[str, PluginFactory] | None = None,
+        registry: Mapping[str, PluginFactory],
         handle: Handle | None = None,
     ) -> Framework:
-        if registry is None:
-            from shared.plugins import REGISTRY
-
-            registry = REGISTRY
+        """kube's NewFramework: the profile's plugins, built from the registry handed in
+        (the framework knows no plugin by name), sharing one Handle."""
         handle = handle or Handle()
         return cls(build_profile(profile, registry, handle), handle)
 

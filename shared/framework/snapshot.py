@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from shared.framework.columns import NodeColumns
-from shared.framework.interface import ClusterObjects, FilterPlugin
-from shared.framework.status import Status
+from shared.framework.interface import ClusterObjects
 from shared.framework.types import ImageStateSummary, NodeInfo, PodInfo
-from shared.framework.waiting_pods import PermitSignal
 
 if TYPE_CHECKING:
-    from shared.api.pdb import PodDisruptionBudget
-    from shared.framework.cycle_state import CycleState
+    pass
 
 
 CHANGE_LOG_MAX = 100_000
@@ -163,80 +160,3 @@ class ClusterSnapshot:
                 if per_node
                 else {}
             )
-
-
-BindFn = Callable[[PodInfo, str], Awaitable[Status]]
-
-
-class FilterRunner(Protocol):
-    """What the framework lets a PostFilter plugin run (part of kube's framework.Handle)."""
-
-    def run_filter_plugins_with_nominated_pods(
-        self, state: CycleState, pod: PodInfo, node: NodeInfo
-    ) -> Status: ...
-
-    def run_pre_filter_extension_add_pod(
-        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo
-    ) -> Status: ...
-
-    def run_pre_filter_extension_remove_pod(
-        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo
-    ) -> Status: ...
-
-    def run_filter_plugin(
-        self, plugin: FilterPlugin, state: CycleState, pod: PodInfo, node: NodeInfo
-    ) -> Status: ...
-
-    def active_filters(self, state: CycleState) -> list[FilterPlugin]: ...
-
-    def runs_pre_filter_extensions(self, state: CycleState) -> bool: ...
-
-    def nominated_pods_for(self, pod: PodInfo, node_name: str) -> list[PodInfo]: ...
-
-
-class Handle:
-    """What a plugin may reach beyond its arguments (kube-scheduler's framework.Handle).
-
-    `snapshot` is the cycle's snapshot (set by the framework before each cycle);
-    `bind_pod` writes a binding (set by the binder service; DefaultBinder uses it);
-    `nominated` holds the pods nominated to each node (kube's PodNominator, fed by
-    the queue), which Filter counts as if they were there. For preemption:
-    `runner` is the profile's framework (set by it), `pdbs` the PodDisruptionBudgets
-    (kept by the worker), and `terminating` the pods this process deleted as victims
-    that its snapshot still shows (pod key -> node), kube's terminating pods.
-    `pod_groups` holds the
-    PodGroups the cache tracks ("ns/name" -> record, see shared/podgroups.py), and
-    `uncommitted` the keys of pods the snapshot shows that are assumed only locally (by
-    another lane, its commit to the cache still out): Permit counts what the cache holds.
-
-    Plugins reach pods waiting at Permit, which may wait in any binder, through
-    `allow_waiting_pods` / `reject_waiting_pods`: the signals collect here and the
-    service that runs the plugin ships them (kube's IterateOverWaitingPods).
-    """
-
-    def __init__(self, snapshot: ClusterSnapshot | None = None) -> None:
-        self.snapshot = snapshot or ClusterSnapshot([])
-        self.bind_pod: BindFn | None = None
-        self.nominated: dict[str, list[PodInfo]] = {}
-        self.runner: FilterRunner | None = None
-        self.pdbs: list[PodDisruptionBudget] = []
-        self.terminating: dict[str, str] = {}
-        self.pod_groups: dict[str, dict[str, Any]] = {}
-        self.uncommitted: frozenset[str] = frozenset()
-        self.permit_signals: list[PermitSignal] = []
-
-    def allow_waiting_pods(self, plugin: str, namespace: str, selector: dict[str, str]) -> None:
-        self.permit_signals.append(
-            PermitSignal("allow", plugin, namespace, tuple(sorted(selector.items())))
-        )
-
-    def reject_waiting_pods(
-        self, plugin: str, namespace: str, selector: dict[str, str], message: str
-    ) -> None:
-        self.permit_signals.append(
-            PermitSignal("reject", plugin, namespace, tuple(sorted(selector.items())), message)
-        )
-
-    def take_permit_signals(self) -> list[PermitSignal]:
-        signals, self.permit_signals = self.permit_signals, []
-        return signals

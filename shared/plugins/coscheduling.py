@@ -23,6 +23,7 @@ from typing import Any
 from shared.api.models import object_key
 from shared.framework.cycle_state import CycleState
 from shared.framework.events import ADD, POD
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     ClusterEvent,
     ClusterEventWithHint,
@@ -38,7 +39,6 @@ from shared.framework.interface import (
     SortablePod,
 )
 from shared.framework.plugin_args import arg_error, reject_unknown
-from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.podgroups import MIN_AVAILABLE_ANNOTATION, POD_GROUP_LABEL, POD_GROUP_RESOURCE

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from shared.framework.cycle_state import CycleState
+from shared.framework.handle import Handle
 from shared.framework.interface import BindPlugin
 from shared.framework.plugin_args import reject_unknown
-from shared.framework.snapshot import Handle
 from shared.framework.status import Code, Status
 from shared.framework.types import PodInfo
 

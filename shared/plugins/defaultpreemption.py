@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shared.framework.cycle_state import CycleState
+from shared.framework.handle import FilterRunner, Handle
 from shared.framework.interface import PostFilterPlugin, PostFilterResult
 from shared.framework.plugin_args import arg_error, reject_unknown
 from shared.framework.preemption import Budget, Evaluator, importance, random_offset
 from shared.framework.resource_dry_run import ResourceDryRun
-from shared.framework.snapshot import FilterRunner, Handle
 from shared.framework.status import Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 

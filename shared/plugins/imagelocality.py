@@ -15,6 +15,7 @@ import numpy as np
 from shared.api.models import Container
 from shared.framework.columns import IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     MAX_NODE_SCORE,
     BatchScorePlugin,
@@ -22,7 +23,7 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.plugin_args import arg_error
-from shared.framework.snapshot import ClusterSnapshot, Handle
+from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import SUCCESS, Status
 from shared.framework.types import ImageStateSummary, NodeInfo, PodInfo
 

@@ -27,6 +27,7 @@ from shared.framework.columns import (
 )
 from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.events import ADD, NODE, UPDATE_NODE_LABEL
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     MAX_NODE_SCORE,
     BatchFilterPlugin,
@@ -52,7 +53,6 @@ from shared.framework.selectors import (
     parse_node_selector,
     parse_preferred_terms,
 )
-from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 

@@ -10,6 +10,7 @@ from typing import Any
 from shared.framework.columns import BoolArray, NodeColumns
 from shared.framework.cycle_state import CycleState
 from shared.framework.events import ADD, NODE
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     BatchFilterPlugin,
     ClusterEvent,
@@ -20,7 +21,6 @@ from shared.framework.interface import (
     PreFilterResult,
 )
 from shared.framework.plugin_args import reject_unknown
-from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 

@@ -13,6 +13,7 @@ import numpy as np
 from shared.framework.columns import BoolArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.events import ADD, DELETE, NODE, POD
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     BatchFilterPlugin,
     ClusterEvent,
@@ -23,7 +24,6 @@ from shared.framework.interface import (
     PreFilterResult,
 )
 from shared.framework.plugin_args import reject_unknown
-from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import HostPort, NodeInfo, PodInfo
 

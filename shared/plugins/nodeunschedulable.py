@@ -12,6 +12,7 @@ from shared.api.models import Taint
 from shared.framework.columns import BoolArray, NodeColumns
 from shared.framework.cycle_state import CycleState
 from shared.framework.events import ADD, NODE, POD, UPDATE_NODE_TAINT, UPDATE_POD_TOLERATION
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     BatchFilterPlugin,
     ClusterEvent,
@@ -20,7 +21,6 @@ from shared.framework.interface import (
     FilterPlugin,
 )
 from shared.framework.plugin_args import reject_unknown
-from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.tainttoleration import tolerations_tolerate_taint

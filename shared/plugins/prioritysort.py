@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     QueuedSortablePod,
     QueueSortKeyPlugin,
@@ -14,7 +15,6 @@ from shared.framework.interface import (
     SortablePod,
 )
 from shared.framework.plugin_args import reject_unknown
-from shared.framework.snapshot import Handle
 
 NAME = "PrioritySort"
 

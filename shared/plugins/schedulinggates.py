@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.framework.events import POD, UPDATE_POD_SCHEDULING_GATES_ELIMINATED
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     ClusterEvent,
     ClusterEventWithHint,
@@ -15,7 +16,6 @@ from shared.framework.interface import (
     PreEnqueuePlugin,
 )
 from shared.framework.plugin_args import reject_unknown
-from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import PodInfo
 

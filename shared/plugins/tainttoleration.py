@@ -15,6 +15,7 @@ from shared.api.models import Taint, Toleration
 from shared.framework.columns import BoolArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
 from shared.framework.events import ADD, NODE, POD, UPDATE_NODE_TAINT, UPDATE_POD_TOLERATION
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     MAX_NODE_SCORE,
     BatchFilterPlugin,
@@ -29,7 +30,6 @@ from shared.framework.interface import (
 )
 from shared.framework.normalize import default_normalize_score, default_normalize_scores
 from shared.framework.plugin_args import reject_unknown
-from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 

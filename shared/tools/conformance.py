@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.framework.cycle_state import CycleState
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     ClusterObjects,
     NodeScore,
@@ -25,7 +26,7 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.profile import PluginFactory
-from shared.framework.snapshot import ClusterSnapshot, Handle
+from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 
@@ -179,7 +180,7 @@ def run_case(
         return result
     try:
         snapshot = build_snapshot(case)
-        plugin = factory(dict(case.get("args") or {}), Handle(snapshot))
+        plugin = factory(dict(case.get("args") or {}), Handle(snapshot=snapshot))
         if "expectedLess" in case:
             problem = run_queue_sort_case(plugin, case)
         elif doc["kind"] == "filter":

@@ -35,6 +35,7 @@ from shared.framework.schedule_one import Scheduler
 from shared.framework.selectors import label_selector_matches
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import NodeInfo, PodInfo, allocatable_of
+from shared.plugins import REGISTRY
 
 BIND_ALL = "0.0.0.0"
 
@@ -228,7 +229,7 @@ def replay(
 ) -> list[str]:
     """Replay (pod, node) placements in order through the profile's PreFilter and Filter,
     node by node, on a snapshot rebuilt each time; returns the placements refused."""
-    fw = Framework.from_profile(profile or Profile())
+    fw = Framework.from_profile(profile or Profile(), REGISTRY)
     scheduler = Scheduler(fw, percentage_of_nodes_to_score=100, batch=False)
     infos: dict[str, NodeInfo] = {}
     for raw in nodes:

@@ -26,6 +26,7 @@ from shared.framework.schedule_one import Scheduler, SchedulingError
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
+from shared.plugins import REGISTRY
 
 ZONES = ["a", "b", "c"]
 TAINTS = [
@@ -289,7 +290,7 @@ def run_both(
 ) -> None:
     paths = []
     for batch in (True, False):
-        fw = Framework.from_profile(profile(prof))
+        fw = Framework.from_profile(profile(prof), REGISTRY)
         for n, (raw, at) in enumerate(nominated):
             name = nodes[at % len(nodes)]["metadata"]["name"]
             fw.handle.nominated.setdefault(name, []).append(PodInfo.of(raw, 500 + n))
@@ -330,7 +331,7 @@ def test_schedule_pod_batch_equals_per_node(inputs: tuple, prof: str) -> None:
 def test_each_batch_plugin_equals_its_per_node_form(inputs: tuple, prof: str) -> None:
     nodes, existing, _, pods = inputs
     snapshot = build(list(nodes), existing)
-    fw = Framework.from_profile(profile(prof))
+    fw = Framework.from_profile(profile(prof), REGISTRY)
     fw.set_snapshot(snapshot)
     columns = snapshot.columns  # built first, so that PreFilters may count from it
     rows = np.arange(columns.n)
@@ -425,7 +426,7 @@ def test_cache_keeps_its_snapshot_in_step(data: st.DataObject) -> None:
     from services.cache.cache import Cache
 
     cache = Cache(lambda: 0.0)
-    fw = Framework.from_profile(Profile())
+    fw = Framework.from_profile(Profile(), REGISTRY)
     names = [f"n{i:03d}" for i in range(6)]
     cache.cluster()
     for step in range(data.draw(st.integers(1, 25))):

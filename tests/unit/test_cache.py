@@ -8,6 +8,7 @@ from services.cache.cache import ADDED, ASSUMED, Cache
 from shared.config import Profile
 from shared.framework.runtime import Framework
 from shared.framework.types import PodInfo
+from shared.plugins import REGISTRY
 from shared.tools.synthetic import make_node, make_pod
 from tests.unit.conftest import Clock
 
@@ -20,7 +21,7 @@ def cache(clock: Clock) -> Cache:
     return c
 
 
-FW = Framework.from_profile(Profile())
+FW = Framework.from_profile(Profile(), REGISTRY)
 
 
 def pod(name: str, cpu: str = "400m") -> PodInfo:
@@ -202,7 +203,7 @@ def test_verdict_is_checked_again_when_other_nodes_matter(cache: Cache) -> None:
 
 def test_verdict_is_checked_again_under_unknown_plugins(cache: Cache) -> None:
     seen = cache.nodes["n1"].generation
-    fw = Framework.from_profile(Profile())
+    fw = Framework.from_profile(Profile(), REGISTRY)
     fw.filter_names = fw.filter_names | {"SomeoneElsesFilter"}
     assert not cache.verdict_holds(fw, make_pod("p"), "n1", seen)
 

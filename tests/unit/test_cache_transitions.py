@@ -19,10 +19,11 @@ from shared.config import Profile
 from shared.framework.runtime import Framework
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import ImageStateSummary, NodeInfo, PodInfo
+from shared.plugins import REGISTRY
 from tests.builders import ZONE, PodBuilder, make_node, make_pod
 from tests.unit.conftest import Clock
 
-FW = Framework.from_profile(Profile())
+FW = Framework.from_profile(Profile(), REGISTRY)
 MB = 1024 * 1024
 
 

@@ -13,6 +13,7 @@ from shared.framework.runtime import Framework, PluginScores, select_host
 from shared.framework.schedule_one import Scheduler
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import NodeInfo, PodInfo
+from shared.plugins import REGISTRY
 from shared.tools.synthetic import make_node, make_pod
 
 
@@ -27,7 +28,9 @@ def node(
 
 
 def schedule(pod: dict, nodes: list[NodeInfo], profile: Profile | None = None) -> str:
-    scheduler = Scheduler(Framework.from_profile(profile or Profile()), rng=random.Random(1))
+    scheduler = Scheduler(
+        Framework.from_profile(profile or Profile(), REGISTRY), rng=random.Random(1)
+    )
     return scheduler.schedule_pod(
         CycleState(), PodInfo.of(pod), ClusterSnapshot(nodes)
     ).suggested_host
@@ -125,7 +128,7 @@ def test_nominated_pods_of_equal_or_higher_priority_hold_their_room(batch: bool)
 
     def place(pod: dict, nominated: list[dict]) -> str:
         nodes = [node("a", cpu="2"), node("b", cpu="1")]
-        fw = Framework.from_profile(Profile())
+        fw = Framework.from_profile(Profile(), REGISTRY)
         fw.handle.nominated["a"] = [PodInfo.of(p) for p in nominated]
         scheduler = Scheduler(fw, rng=random.Random(1), batch=batch)
         return scheduler.schedule_pod(
@@ -145,7 +148,7 @@ def test_nominated_pods_of_equal_or_higher_priority_hold_their_room(batch: bool)
 @pytest.mark.parametrize("batch", [True, False])
 def test_nominated_pods_make_a_full_cluster_fail_with_the_usual_message(batch: bool) -> None:
     nodes = [node("a", cpu="1")]
-    fw = Framework.from_profile(Profile())
+    fw = Framework.from_profile(Profile(), REGISTRY)
     fw.handle.nominated["a"] = [PodInfo.of(make_pod("big", cpu="800m", priority=9))]
     scheduler = Scheduler(fw, rng=random.Random(1), batch=batch)
     with pytest.raises(FitError) as err:

@@ -184,7 +184,7 @@ async def test_default_binder_writes_through_the_handle() -> None:
         written.append((pod.key, node))
         return SUCCESS
 
-    fw.handle.bind_pod = bind_pod
+    fw.handle.providers.bind_pod = bind_pod
     assert (await fw.run_bind_plugins(CycleState(), POD, "n1")).ok
     assert written == [("default/p", "n1")]
 
@@ -213,7 +213,7 @@ def cache(clock: Clock) -> Cache:
     return c
 
 
-FW = Framework.from_profile(parse_config({}).profiles[0])
+FW = Framework.from_profile(parse_config({}).profiles[0], REGISTRY)
 
 
 def assume(cache: Cache, name: str, group: str, cycle: int) -> None:

@@ -27,6 +27,7 @@ from shared.framework.schedule_one import Scheduler
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code, Status
 from shared.framework.types import PodInfo
+from shared.plugins import REGISTRY
 from shared.plugins.defaultpreemption import (
     DefaultPreemption,
     DefaultPreemptionArgs,
@@ -81,9 +82,9 @@ def setup(
     profile = Profile.model_validate(
         {"pluginConfig": [{"name": "DefaultPreemption", "args": args}]} if args else {}
     )
-    fw = Framework.from_profile(profile)
+    fw = Framework.from_profile(profile, REGISTRY)
     fw.set_snapshot(snap)
-    fw.handle.pdbs = list(pdbs or [])
+    fw.handle.providers.pdbs = list(pdbs or [])
     plugin = fw.post_filters[0]
     assert isinstance(plugin, DefaultPreemption)
     plugin.rng = random.Random(0)
@@ -538,7 +539,7 @@ def test_nominated_pods_of_higher_priority_keep_their_room() -> None:
     snap = snapshot(nodes("node1", cpu="1", memory="4Gi"), [pod("a", LOW, "node1").req(cpu="500m")])
     scheduler, _ = setup(snap)
     reserved = pod("r", HIGH).req(cpu="500m").nominated("node1").info()
-    scheduler.fw.handle.nominated = {"node1": [reserved]}
+    scheduler.fw.handle.providers.nominated = {"node1": [reserved]}
     state, info = CycleState(), pod("m", MID).req(cpu="500m").info()
     with pytest.raises(FitError) as caught:
         scheduler.schedule_pod(state, info, snap)
@@ -558,7 +559,7 @@ def test_lower_priority_nominations_on_the_chosen_node_are_to_be_cleared() -> No
     snap = snapshot(nodes("node1", **ONE_POD), [pod("a", LOW, "node1")])
     scheduler, _ = setup(snap)
     lower = pod("l", LOW).nominated("node1").info()
-    scheduler.fw.handle.nominated = {"node1": [lower]}
+    scheduler.fw.handle.providers.nominated = {"node1": [lower]}
     result, _ = schedule_and_preempt_with(scheduler, pod("p", HIGH), snap)
     assert result is not None and result.nominated_node_name == "node1"
     assert [p.pod.metadata.name for p in result.lower_nominated] == ["l"]
@@ -567,7 +568,7 @@ def test_lower_priority_nominations_on_the_chosen_node_are_to_be_cleared() -> No
 def test_waits_while_victims_of_its_earlier_preemption_are_terminating() -> None:
     snap = snapshot(nodes("node1", **ONE_POD), [pod("a", LOW, "node1")])
     scheduler, _ = setup(snap)
-    scheduler.fw.handle.terminating = {"default/a": "node1"}
+    scheduler.fw.handle.providers.terminating = {"default/a": "node1"}
     result, err = schedule_and_preempt_with(scheduler, pod("p", HIGH).nominated("node1"), snap)
     assert result is None  # keeps its nomination
     assert err.diagnosis.post_filter_msg == (

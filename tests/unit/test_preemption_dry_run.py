@@ -57,13 +57,13 @@ class Cluster:
         return ClusterSnapshot(infos.values())
 
     def framework(self, snap: ClusterSnapshot, registry: Any = None) -> Framework:
-        fw = Framework.from_profile(Profile.model_validate(self.profile), registry)
+        fw = Framework.from_profile(Profile.model_validate(self.profile), registry or REGISTRY)
         fw.set_snapshot(snap)
-        fw.handle.pdbs = [PodDisruptionBudget.model_validate(p) for p in self.pdbs]
+        fw.handle.providers.pdbs = [PodDisruptionBudget.model_validate(p) for p in self.pdbs]
         nominated: dict[str, list[PodInfo]] = {}
         for node, obj in self.nominated:
             nominated.setdefault(node, []).append(PodInfo.of(obj))
-        fw.handle.nominated = nominated
+        fw.handle.providers.nominated = nominated
         return fw
 
     def cycle(self, registry: Any = None) -> Cycle:

@@ -13,9 +13,9 @@ from services.queue.podinfo import Gating
 from services.queue.preenqueue import run_pre_enqueue
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from shared.config import ConfigError, Profile, parse_config
+from shared.framework.handle import Handle
 from shared.framework.interface import PreEnqueuePlugin
 from shared.framework.runtime import Framework
-from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import PodInfo
 from shared.plugins import REGISTRY
@@ -94,7 +94,7 @@ def names(fw: Framework) -> list[str]:
 
 def test_scheduling_gates_is_the_default_profiles_pre_enqueue_plugin() -> None:
     assert isinstance(REGISTRY[GATES]({}, Handle()), PreEnqueuePlugin)
-    assert names(Framework.from_profile(Profile())) == [GATES]
+    assert names(Framework.from_profile(Profile(), REGISTRY)) == [GATES]
 
 
 @pytest.mark.parametrize(

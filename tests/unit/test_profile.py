@@ -8,6 +8,7 @@ import pytest
 
 from shared.config import ConfigError, parse_config
 from shared.framework.cycle_state import CycleState
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     BindPlugin,
     FilterPlugin,
@@ -24,7 +25,6 @@ from shared.framework.interface import (
 from shared.framework.profile import build_profile
 from shared.framework.runtime import Framework
 from shared.framework.schedule_one import num_feasible_nodes_to_find
-from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.waiting_pods import MAX_PERMIT_TIMEOUT
 

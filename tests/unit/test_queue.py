@@ -13,10 +13,13 @@ from services.queue.preenqueue import run_pre_enqueue
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from shared.config import Profile
 from shared.framework.runtime import Framework
+from shared.plugins import REGISTRY
 
 T0 = 1000.0
 # The default profile's PreEnqueue plugins (SchedulingGates), as the queue service runs them.
-PRE_ENQUEUE = run_pre_enqueue({Profile().scheduler_name: Framework.from_profile(Profile())})
+PRE_ENQUEUE = run_pre_enqueue(
+    {Profile().scheduler_name: Framework.from_profile(Profile(), REGISTRY)}
+)
 
 
 class FakeClock:

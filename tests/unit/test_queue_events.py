@@ -22,8 +22,8 @@ from shared.framework.events import (
     node_update_actions,
     pod_update_actions,
 )
+from shared.framework.handle import Handle
 from shared.framework.interface import ClusterEvent
-from shared.framework.snapshot import Handle
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins import REGISTRY
 

@@ -14,16 +14,16 @@ from services.queue.inflight import InFlight
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from shared.config import SchedulerConfiguration, parse_config
 from shared.framework.events import EVENT_NODE_ADD
+from shared.framework.handle import Handle
 from shared.framework.interface import ClusterEvent
 from shared.framework.profile_map import ProfileMap
-from shared.framework.snapshot import Handle
 from shared.plugins import REGISTRY
 from tests.unit.test_queue import PRE_ENQUEUE, T0, FakeClock
 from tests.unit.test_queue_events import AFFINITY, NOSCHEDULE, TOLERATE, node, pod
 
 FIT, AFF, TAINT = "NodeResourcesFit", "NodeAffinity", "TaintToleration"
 IPA, NODE_UPDATE_ALLOC = "InterPodAffinity", ClusterEvent("Node", "UpdateNodeAllocatable")
-HINTS = hints_of(ProfileMap(SchedulerConfiguration()))
+HINTS = hints_of(ProfileMap(SchedulerConfiguration(), REGISTRY))
 
 
 @pytest.fixture
@@ -213,7 +213,7 @@ def test_profiles_have_their_own_hints(clock: FakeClock) -> None:
             ],
         }
     )
-    q = SchedulingQueue(clock, hints=hints_of(ProfileMap(config)))
+    q = SchedulingQueue(clock, hints=hints_of(ProfileMap(config, REGISTRY)))
     other = pod("other", cpu="2")
     other["spec"]["schedulerName"] = "no-fit"
     mine, theirs = reject(q, pod("mine", cpu="2"), FIT), reject(q, other, FIT)

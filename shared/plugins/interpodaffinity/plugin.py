@@ -25,6 +25,7 @@ from shared.framework.events import (
     UPDATE_NODE_LABEL,
     UPDATE_POD_LABEL,
 )
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     BatchFilterPlugin,
     BatchScorePlugin,
@@ -41,7 +42,6 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.plugin_args import arg_error
-from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.interpodaffinity import batch, filtering, scoring

@@ -19,6 +19,7 @@ import numpy as np
 
 from shared.framework.columns import IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState, StateKey
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     MAX_NODE_SCORE,
     BatchScorePlugin,
@@ -27,7 +28,6 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.plugin_args import ArgsParser
-from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.noderesources.args import ResourceSpec, resource_specs

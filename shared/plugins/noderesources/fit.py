@@ -24,6 +24,7 @@ from shared.framework.events import (
     UPDATE_NODE_ALLOCATABLE,
     UPDATE_POD_SCALE_DOWN,
 )
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     BatchFilterPlugin,
     BatchScorePlugin,
@@ -39,7 +40,6 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.plugin_args import ArgsParser
-from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.noderesources.args import (

@@ -33,6 +33,7 @@ from shared.framework.events import (
     UPDATE_POD_LABEL,
     UPDATE_POD_TOLERATION,
 )
+from shared.framework.handle import Handle
 from shared.framework.interface import (
     BatchFilterPlugin,
     BatchScorePlugin,
@@ -47,7 +48,6 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.plugin_args import arg_error, reject_unknown
-from shared.framework.snapshot import Handle
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import LABEL_ZONE, NodeInfo, PodInfo
 from shared.plugins.podtopologyspread import batch, filtering, scoring

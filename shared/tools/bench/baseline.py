@@ -21,6 +21,7 @@ from shared.framework.runtime import Framework
 from shared.framework.schedule_one import Scheduler
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import PodInfo
+from shared.plugins import REGISTRY
 from shared.tools.bench.cycle import cluster
 from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
 from shared.tools.synthetic import make_pod
@@ -31,7 +32,7 @@ def run_scheduling_basic(nodes: int, init_pods: int, pods: int) -> dict[str, flo
     4 cpu / 32Gi in 3 zones, after `init_pods` already placed."""
     snapshot = ClusterSnapshot(cluster(nodes, init_pods))
     snapshot.fill_image_states()
-    scheduler = Scheduler(Framework.from_profile(Profile()), rng=random.Random(1))
+    scheduler = Scheduler(Framework.from_profile(Profile(), REGISTRY), rng=random.Random(1))
     queue = SchedulingQueue(time.monotonic)
     for i in range(pods):
         raw = make_pod(f"basic-{i}")

@@ -23,6 +23,7 @@ from shared.framework.runtime import Framework
 from shared.framework.schedule_one import Scheduler
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import NodeInfo, PodInfo
+from shared.plugins import REGISTRY
 from shared.tools.synthetic import (
     HOSTNAME,
     ZONE,
@@ -93,7 +94,9 @@ KINDS: dict[str, Callable[[int], dict[str, Any]]] = {
 def measure(num_nodes: int, kind: str, pods: int) -> dict[str, Any]:
     infos = cluster(num_nodes, init_pods=num_nodes // 5)
     scheduler = Scheduler(
-        Framework.from_profile(Profile()), percentage_of_nodes_to_score=100, rng=random.Random(1)
+        Framework.from_profile(Profile(), REGISTRY),
+        percentage_of_nodes_to_score=100,
+        rng=random.Random(1),
     )
     snapshot = ClusterSnapshot(infos)
     snapshot.fill_image_states()

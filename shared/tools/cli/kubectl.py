@@ -16,6 +16,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import APIError
 
+from shared.plugins import REGISTRY
 from shared.runtime.connections import ensure_streams
 from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, node_subject, pdb_subject, pod_subject
 from shared.tools.cli.apply import Action, Current, plan, pod_lines
@@ -289,7 +290,7 @@ def explain_live(
     objects = [e.obj for e in watch.nodes.values()] + [
         e.obj for e in watch.pods.values() if (e.obj.get("spec") or {}).get("nodeName")
     ]
-    return explain(Framework.from_profile(profile), info, build_cluster(objects), seed=0)
+    return explain(Framework.from_profile(profile, REGISTRY), info, build_cluster(objects), seed=0)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from shared.framework.runtime import Framework, PluginScores, select_host
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
+from shared.plugins import REGISTRY
 from shared.tools.cli.manifests import ManifestError, load_objects
 
 STATUS_NAMES = {
@@ -157,7 +158,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         )
         if profile is None:
             raise ConfigError(f"no profile serves schedulerName {pod.pod.spec.scheduler_name!r}")
-        report = explain(Framework.from_profile(profile), pod, snapshot, args.seed)
+        report = explain(Framework.from_profile(profile, REGISTRY), pod, snapshot, args.seed)
     except (ManifestError, ConfigError) as err:
         print(f"ksched simulate: {err}")
         return 2

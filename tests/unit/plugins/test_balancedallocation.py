@@ -9,7 +9,8 @@ import pytest
 
 from shared.config import ConfigError
 from shared.framework.cycle_state import CycleState
-from shared.framework.snapshot import ClusterSnapshot, Handle
+from shared.framework.handle import Handle
+from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.noderesources import balanced_allocation as ba

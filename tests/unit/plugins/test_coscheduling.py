@@ -10,11 +10,12 @@ from services.watcher.routing import Informer, route
 from shared.api.events import BadEvent, decode_cluster_event
 from shared.config import ConfigError, parse_config
 from shared.framework.cycle_state import CycleState
+from shared.framework.handle import Handle
 from shared.framework.profile_map import ProfileMap
-from shared.framework.snapshot import ClusterSnapshot, Handle
+from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins import coscheduling
+from shared.plugins import REGISTRY, coscheduling
 from shared.plugins.coscheduling import Coscheduling
 from shared.podgroups import PodGroups
 from shared.wire import dump_json
@@ -38,7 +39,7 @@ GANG_CONFIG = {
 def plugin(groups: PodGroups | None = None, **args: int) -> Coscheduling:
     handle = Handle()
     if groups is not None:
-        handle.pod_groups = groups.records
+        handle.providers.pod_groups = groups.records
     return coscheduling.new(dict(args), handle)
 
 
@@ -121,9 +122,9 @@ def test_a_member_another_lane_placed_but_the_cache_has_not_committed_does_not_c
     a, b, c = member("a"), member("b"), member("c")
     cs = plugin(groups_with(a, b, c))
     on_nodes(cs, (a, "n1"), (b, "n1"), (c, "n1"))
-    cs.handle.uncommitted = frozenset({b.key})
+    cs.handle.providers.uncommitted = frozenset({b.key})
     assert cs.permit(CycleState(), c, "n1")[0].code == Code.WAIT
-    cs.handle.uncommitted = frozenset({c.key})  # the pod itself: committed by Permit time
+    cs.handle.providers.uncommitted = frozenset({c.key})  # the pod itself: committed by Permit time
     assert cs.permit(CycleState(), c, "n1")[0].ok
 
 
@@ -155,7 +156,9 @@ def test_args_are_validated() -> None:
 
 
 def test_queue_sort_keeps_a_groups_pods_together(clock: Clock) -> None:
-    q = SchedulingQueue(clock, sort_key=queue_sort_key(ProfileMap(parse_config(GANG_CONFIG))))
+    q = SchedulingQueue(
+        clock, sort_key=queue_sort_key(ProfileMap(parse_config(GANG_CONFIG), REGISTRY))
+    )
     order = [("g1-a", "g1"), ("solo-1", ""), ("g2-a", "g2"), ("g1-b", "g1"), ("solo-2", "")]
     for i, (name, group) in enumerate(order):
         clock.now += 1
@@ -170,13 +173,13 @@ def test_queue_sort_keeps_a_groups_pods_together(clock: Clock) -> None:
 def test_every_profile_must_use_the_same_queue_sort() -> None:
     two = {"profiles": [GANG_CONFIG["profiles"][0], {"schedulerName": "other"}]}
     with pytest.raises(ConfigError, match="same queueSort"):
-        queue_sort_key(ProfileMap(parse_config(two)))
+        queue_sort_key(ProfileMap(parse_config(two), REGISTRY))
 
 
 def test_a_new_sibling_moves_a_gang_pod_coscheduling_rejected(clock: Clock) -> None:
     from services.queue.hints import hints_of
 
-    profiles = ProfileMap(parse_config(GANG_CONFIG))
+    profiles = ProfileMap(parse_config(GANG_CONFIG), REGISTRY)
     q = SchedulingQueue(clock, hints=hints_of(profiles), sort_key=queue_sort_key(profiles))
     q.add("default/a", "uid-a", make_pod("a").gang("g", 2).obj(), 1)
     q.add("default/x", "uid-x", make_pod("x").gang("other", 2).obj(), 2)

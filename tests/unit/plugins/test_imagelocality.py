@@ -8,7 +8,8 @@ import pytest
 
 from shared.config import ConfigError
 from shared.framework.cycle_state import CycleState
-from shared.framework.snapshot import ClusterSnapshot, Handle
+from shared.framework.handle import Handle
+from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins import imagelocality as il
 
@@ -34,7 +35,7 @@ def pod(containers: list[str], init: list[str] | None = None) -> PodInfo:
 def scores(p: PodInfo, nodes: list[NodeInfo]) -> dict[str, int]:
     snapshot = ClusterSnapshot(nodes)
     snapshot.fill_image_states()
-    plugin = il.new({}, Handle(snapshot))
+    plugin = il.new({}, Handle(snapshot=snapshot))
     return {n.name: plugin.score(CycleState(), p, n)[0] for n in nodes}
 
 

@@ -12,8 +12,9 @@ import pytest
 
 from shared.config import ConfigError
 from shared.framework.cycle_state import CycleState
+from shared.framework.handle import Handle
 from shared.framework.interface import ClusterEvent, ClusterObjects, NodeScore
-from shared.framework.snapshot import ClusterSnapshot, Handle
+from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.interpodaffinity import filtering

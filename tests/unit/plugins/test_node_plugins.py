@@ -8,7 +8,7 @@ import pytest
 
 from shared.config import ConfigError
 from shared.framework.cycle_state import CycleState
-from shared.framework.snapshot import Handle
+from shared.framework.handle import Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins import REGISTRY
@@ -144,6 +144,6 @@ async def test_default_binder_uses_the_binders_publish() -> None:
 
         return SUCCESS
 
-    handle.bind_pod = bind_pod
+    handle.providers.bind_pod = bind_pod
     assert (await binder.bind(CycleState(), pod, "n1")).ok  # type: ignore[attr-defined]
     assert seen == ["default/p->n1"]

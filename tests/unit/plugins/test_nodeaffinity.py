@@ -10,8 +10,8 @@ import pytest
 
 from shared.config import ConfigError
 from shared.framework.cycle_state import CycleState
+from shared.framework.handle import Handle
 from shared.framework.interface import ClusterEvent, NodeScore
-from shared.framework.snapshot import Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.nodeaffinity import (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shared.framework.cycle_state import CycleState
-from shared.framework.snapshot import Handle
+from shared.framework.handle import Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.nodename import ERR_REASON, new

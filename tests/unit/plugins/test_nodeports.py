@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from shared.framework.cycle_state import CycleState
-from shared.framework.snapshot import Handle
+from shared.framework.handle import Handle
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.nodeports import ERR_REASON, conflicts, new

@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from shared.config import ConfigError
 from shared.framework.cycle_state import CycleState
+from shared.framework.handle import Handle
 from shared.framework.interface import ClusterEvent
 from shared.framework.normalize import go_div, go_round
-from shared.framework.snapshot import ClusterSnapshot, Handle
+from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.noderesources import fit

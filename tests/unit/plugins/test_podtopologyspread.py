@@ -9,8 +9,9 @@ import pytest
 
 from shared.config import ConfigError
 from shared.framework.cycle_state import CycleState
+from shared.framework.handle import Handle
 from shared.framework.interface import ClusterEvent, ClusterObjects, NodeScore
-from shared.framework.snapshot import ClusterSnapshot, Handle
+from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.podtopologyspread.filtering import CriticalPaths
@@ -147,7 +148,7 @@ def test_skew_blocks_the_crowded_zone_and_add_remove_pod_update_counts() -> None
     a, b = node("a", "zone-a"), node("b", "zone-b")
     a.add_pod(web_pod("x"))
     snapshot = ClusterSnapshot([a, b])
-    plugin = new({}, Handle(snapshot))
+    plugin = new({}, Handle(snapshot=snapshot))
     pod = spread_pod("p")
     state = CycleState()
     _, status = plugin.pre_filter(state, pod, snapshot.nodes)
@@ -170,7 +171,7 @@ def test_filter_rejects_node_without_topology_key_as_unresolvable() -> None:
     bare = NodeInfo("bare")
     bare.set_node({"metadata": {"name": "bare", "labels": {}}})
     snapshot = ClusterSnapshot([a, bare])
-    plugin = new({}, Handle(snapshot))
+    plugin = new({}, Handle(snapshot=snapshot))
     pod = spread_pod("p")
     state = CycleState()
     plugin.pre_filter(state, pod, snapshot.nodes)
@@ -195,7 +196,7 @@ def test_system_defaults_use_the_selector_of_services_selecting_the_pod() -> Non
         a.add_pod(web_pod(f"x{i}"))
     objects = ClusterObjects(services=[service("default", WEB)])
     snapshot = ClusterSnapshot([a, b], objects)
-    plugin = new({}, Handle(snapshot))
+    plugin = new({}, Handle(snapshot=snapshot))
     score_a, score_b = _normalized(plugin, web_pod("p"), snapshot.nodes)
     assert score_b > score_a  # the emptier zone and host score higher
     lone = PodInfo.of(make_pod("q", labels={"app": "other"}))
@@ -213,7 +214,7 @@ def test_system_defaults_use_the_selector_of_services_selecting_the_pod() -> Non
 )
 def test_no_default_constraints_without_a_service_selector(services: list[dict[str, Any]]) -> None:
     snapshot = ClusterSnapshot([node("a", "zone-a")], ClusterObjects(services=services))
-    plugin = new({}, Handle(snapshot))
+    plugin = new({}, Handle(snapshot=snapshot))
     assert plugin.pre_score(CycleState(), web_pod("p"), snapshot.nodes).code == Code.SKIP
     _, status = plugin.pre_filter(CycleState(), web_pod("p"), snapshot.nodes)
     assert status.code == Code.SKIP
@@ -223,7 +224,9 @@ def test_list_defaulting_applies_do_not_schedule_defaults_with_the_service_selec
     a, b = node("a", "zone-a"), node("b", "zone-b")
     a.add_pod(web_pod("x"))
     snapshot = ClusterSnapshot([a, b], ClusterObjects(services=[service("default", WEB)]))
-    plugin = new({"defaultingType": "List", "defaultConstraints": [constraint()]}, Handle(snapshot))
+    plugin = new(
+        {"defaultingType": "List", "defaultConstraints": [constraint()]}, Handle(snapshot=snapshot)
+    )
     pod = web_pod("p")
     state = CycleState()
     _, status = plugin.pre_filter(state, pod, snapshot.nodes)
@@ -244,7 +247,7 @@ def test_match_label_keys_conflicting_with_the_selector_match_nothing() -> None:
     ]
     pod = PodInfo.of(raw)
     snapshot = ClusterSnapshot([a, b])
-    plugin = new({}, Handle(snapshot))
+    plugin = new({}, Handle(snapshot=snapshot))
     state = CycleState()
     plugin.pre_filter(state, pod, snapshot.nodes)
     # app=web AND app=api: no pod counts (ignoring matchLabelKeys would reject a,
