@@ -33,8 +33,6 @@ live ones, so every operation is O(log n) amortised.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -42,6 +40,7 @@ from typing import Any
 from services.queue.hints import ObservedEvent, QueueingHints
 from services.queue.inflight import InFlight
 from services.queue.nominator import Nominator
+from services.queue.placement import LEASE, Placements
 from services.queue.podinfo import (
     ACTIVE,
     BACKOFF,
@@ -78,18 +77,6 @@ from shared.podgroups import pod_group_of
 __all__ = ["WHERES", "QueuedPodInfo", "SchedulingQueue"]
 
 
-_LEASE = "lease"  # the heap shared by inflight and binding pods, ordered by lease deadline
-_HEAP_OF = {
-    ACTIVE: ACTIVE,
-    BACKOFF: BACKOFF,
-    UNSCHEDULABLE: UNSCHEDULABLE,
-    INFLIGHT: _LEASE,
-    BINDING: _LEASE,
-}
-_WHERES_IN_HEAP = {
-    heap: tuple(w for w, h in _HEAP_OF.items() if h == heap) for heap in set(_HEAP_OF.values())
-}
-_COMPACT_SLACK = 64
 # The queue label of scheduler_queue_incoming_pods_total: kube counts gated pods as
 # entering unschedulablePods, where it keeps them.
 _INCOMING_QUEUE = {ACTIVE: "active", BACKOFF: "backoff", UNSCHEDULABLE: "unschedulable"}
@@ -97,7 +84,6 @@ _INCOMING_QUEUE[GATED] = "unschedulable"
 LEASE_EXPIRED = "LeaseExpired"  # ksched's own move label: a worker or binder vanished
 
 Clock = Callable[[], float]
-_Entry = tuple[tuple[Any, ...], int, str]  # (sort key, token, pod key)
 
 
 PreCheck = Callable[[QueuedPodInfo], bool]
@@ -148,13 +134,7 @@ class SchedulingQueue:
 
     def _reset(self) -> None:
         self._pods: dict[str, QueuedPodInfo] = {}
-        self._tokens: dict[str, int] = {}  # key -> token of its one live placement
-        self._next_token = itertools.count(1)
-        self._counts: dict[str, int] = dict.fromkeys(WHERES, 0)
-        self._heaps: dict[str, list[_Entry]] = {h: [] for h in _WHERES_IN_HEAP}
-        # unschedulable pods by rejecting plugin ("" for none), so an event looks only
-        # at the pods one of its interested plugins rejected
-        self._rejected_by: dict[str, dict[str, None]] = {}
+        self._placements = Placements(self._pods, self._active_key)
         self._inflight: InFlight[ObservedEvent] = InFlight()
         self._pod_infos: dict[str, PodInfo] = {}  # parsed pods for hints, by key
         self.nominator.clear()
@@ -165,10 +145,10 @@ class SchedulingQueue:
         return self._pods.get(key)
 
     def counts(self) -> dict[str, int]:
-        return dict(self._counts)
+        return dict(self._placements.counts)
 
     def active_len(self) -> int:
-        return self._counts[ACTIVE]
+        return self._placements.counts[ACTIVE]
 
     def __len__(self) -> int:
         return len(self._pods)
@@ -186,7 +166,7 @@ class SchedulingQueue:
         return [
             qpi
             for w in wheres
-            for qpi in sorted(by_where[w], key=lambda p: (self._sort_key(p), p.key))
+            for qpi in sorted(by_where[w], key=lambda p: (self._placements.sort_key(p), p.key))
         ]
 
     @property
@@ -357,7 +337,7 @@ class SchedulingQueue:
         """
         now = self._clock()
         popped: list[QueuedPodInfo] = []
-        while len(popped) < n and (qpi := self._peek(ACTIVE)) is not None:
+        while len(popped) < n and (qpi := self._placements.peek(ACTIVE)) is not None:
             if fits is not None and not fits(qpi) and popped:
                 break
             self.scheduling_cycle += 1
@@ -475,10 +455,15 @@ class SchedulingQueue:
     def _candidates(self, event: ClusterEvent) -> list[QueuedPodInfo]:
         """Unschedulable pods rejected by a plugin interested in the event, or by none."""
         interested = None if self.hints is None else self.hints.interested_plugins(event)
+        rejected_by = self._placements.rejected_by
         groups = (
-            self._rejected_by.values()
+            rejected_by.values()
             if interested is None
-            else (self._rejected_by[p] for p in ("", *interested) if p in self._rejected_by)
+            else (
+                self._placements.rejected_by[p]
+                for p in ("", *interested)
+                if p in self._placements.rejected_by
+            )
         )
         seen: dict[str, None] = {}
         for keys in groups:
@@ -506,7 +491,7 @@ class SchedulingQueue:
         """kube's flushBackoffQCompleted: pods whose backoff expired go to activeQ."""
         now = self._clock()
         moved = 0
-        while (qpi := self._peek(BACKOFF)) is not None and qpi.backoff_expiry <= now:
+        while (qpi := self._placements.peek(BACKOFF)) is not None and qpi.backoff_expiry <= now:
             self._place(qpi, ACTIVE, BACKOFF_COMPLETE)
             moved += 1
         return moved
@@ -517,7 +502,7 @@ class SchedulingQueue:
         now = self._clock()
         stale = [
             qpi
-            for qpi in self._live(UNSCHEDULABLE)
+            for qpi in self._placements.live(UNSCHEDULABLE)
             if now - qpi.timestamp > self.max_in_unschedulable
         ]
         if not stale:
@@ -532,7 +517,7 @@ class SchedulingQueue:
         fence never complete (the service died), the lease lapses again."""
         now = self._clock()
         expired: list[QueuedPodInfo] = []
-        while (qpi := self._peek(_LEASE)) is not None and qpi.lease_deadline < now:
+        while (qpi := self._placements.peek(LEASE)) is not None and qpi.lease_deadline < now:
             qpi.lease_deadline = now + self.inflight_lease
             self._place(qpi, qpi.where)
             expired.append(qpi)
@@ -586,86 +571,26 @@ class SchedulingQueue:
         self.scheduling_cycle = scheduling_cycle
         self.move_request_cycle = move_request_cycle
 
-    # --- placement and lazy-deletion heaps --------------------------------------
+    # --- placement -------------------------------------------------------------
 
     def _requeue(self, qpi: QueuedPodInfo, now: float, event: str) -> None:
         """kube's requeue: backoffQ while the pod is still backing off, else activeQ."""
         self._place(qpi, BACKOFF if now < qpi.backoff_expiry else ACTIVE, event)
 
     def _place(self, qpi: QueuedPodInfo, where: str, event: str = "") -> None:
-        """Put a pod held in _pods into `where`; any previous heap entry goes stale.
-        `event` names why, for scheduler_queue_incoming_pods_total."""
-        if qpi.key in self._tokens:
-            self._counts[qpi.where] -= 1
-            if qpi.where == UNSCHEDULABLE:
-                self._unindex(qpi)
-        qpi.where = where
-        self._counts[where] += 1
-        token = next(self._next_token)
-        self._tokens[qpi.key] = token
-        heap_name = _HEAP_OF.get(where)
-        if heap_name is not None:
-            heapq.heappush(self._heaps[heap_name], (self._sort_key(qpi), token, qpi.key))
-            self._maybe_compact(heap_name)
-        if where == UNSCHEDULABLE:
-            for plugin in qpi.unschedulable_plugins or [""]:
-                self._rejected_by.setdefault(plugin, {})[qpi.key] = None
+        """Put a pod held in _pods into `where` (placement.py). `event` names why, for
+        scheduler_queue_incoming_pods_total."""
+        self._placements.place(qpi, where)
         if event and where in _INCOMING_QUEUE:
             self.incoming[(_INCOMING_QUEUE[where], event)] += 1
         self.dirty.add(qpi.key)
-
-    def _unindex(self, qpi: QueuedPodInfo) -> None:
-        for plugin in qpi.unschedulable_plugins or [""]:
-            keys = self._rejected_by.get(plugin)
-            if keys is not None:
-                keys.pop(qpi.key, None)
-                if not keys:
-                    del self._rejected_by[plugin]
-
-    def _sort_key(self, qpi: QueuedPodInfo) -> tuple[Any, ...]:
-        if qpi.where == ACTIVE:
-            return self._active_key(qpi)
-        if qpi.where == BACKOFF:
-            return (qpi.backoff_expiry,)
-        if qpi.where == UNSCHEDULABLE:
-            return (qpi.timestamp,)
-        return (qpi.lease_deadline,)
 
     def _remove(self, key: str) -> None:
         qpi = self._pods.pop(key, None)
         if qpi is None:
             return
-        del self._tokens[key]  # its heap entry, if any, is now stale
-        self._counts[qpi.where] -= 1
-        if qpi.where == UNSCHEDULABLE:
-            self._unindex(qpi)
+        self._placements.remove(qpi)
         self._inflight.done(key)
         self.nominator.delete(key)
         self._pod_infos.pop(key, None)
         self.dirty.add(key)
-        heap_name = _HEAP_OF.get(qpi.where)
-        if heap_name is not None:
-            self._maybe_compact(heap_name)  # mass deletes must not pin memory
-
-    def _is_live(self, entry: _Entry) -> bool:
-        return self._tokens.get(entry[2]) == entry[1]
-
-    def _peek(self, heap_name: str) -> QueuedPodInfo | None:
-        """The pod at the top of a heap, dropping stale entries on the way."""
-        heap = self._heaps[heap_name]
-        while heap:
-            if self._is_live(heap[0]):
-                return self._pods[heap[0][2]]
-            heapq.heappop(heap)
-        return None
-
-    def _live(self, heap_name: str) -> list[QueuedPodInfo]:
-        return [self._pods[e[2]] for e in self._heaps[heap_name] if self._is_live(e)]
-
-    def _maybe_compact(self, heap_name: str) -> None:
-        """Drop stale entries once they outnumber the live ones (amortised O(1))."""
-        heap = self._heaps[heap_name]
-        live = sum(self._counts[w] for w in _WHERES_IN_HEAP[heap_name])
-        if len(heap) > 2 * live + _COMPACT_SLACK:
-            heap[:] = [e for e in heap if self._is_live(e)]
-            heapq.heapify(heap)

@@ -742,7 +742,7 @@ def test_many_pods_pop_in_order_and_heaps_stay_compact(clock: FakeClock) -> None
             q.delete(f"ns/p{i}")
     live = n // 4
     assert len(q) == q.active_len() == live
-    assert len(q._heaps["active"]) <= 2 * live + 64 + 1  # stale entries compacted
+    assert len(q._placements._heaps["active"]) <= 2 * live + 64 + 1  # stale entries compacted
     popped = q.pop(n)
     assert len(popped) == live
     order = [(-p.priority, int(p.key[4:])) for p in popped]

@@ -1,0 +1,123 @@
+"""Where each queued pod is, and the heaps that order the sub-queues.
+
+active, backoff, unschedulable and the leases (inflight + binding) are heaps with lazy
+deletion: every placement of a pod takes a fresh token, and a heap entry is live only
+while its token is the pod's current one. Stale entries are skipped when they reach
+the top and compacted away when they outnumber the live ones, so every operation is
+O(log n) amortised. Unschedulable pods are also indexed by the plugins that rejected
+them, so that a cluster event looks only at the pods an interested plugin rejected.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Any
+
+from services.queue.podinfo import (
+    ACTIVE,
+    BACKOFF,
+    BINDING,
+    INFLIGHT,
+    UNSCHEDULABLE,
+    WHERES,
+    QueuedPodInfo,
+    SortKey,
+)
+
+LEASE = "lease"  # the heap shared by inflight and binding pods, ordered by lease deadline
+_HEAP_OF = {
+    ACTIVE: ACTIVE,
+    BACKOFF: BACKOFF,
+    UNSCHEDULABLE: UNSCHEDULABLE,
+    INFLIGHT: LEASE,
+    BINDING: LEASE,
+}
+_WHERES_IN_HEAP = {
+    heap: tuple(w for w, h in _HEAP_OF.items() if h == heap) for heap in set(_HEAP_OF.values())
+}
+_COMPACT_SLACK = 64
+_Entry = tuple[tuple[Any, ...], int, str]  # (sort key, token, pod key)
+
+
+class Placements:
+    """The sub-queue of each pod in `pods` (the queue's own dict), its heaps and counts."""
+
+    def __init__(self, pods: dict[str, QueuedPodInfo], active_key: SortKey) -> None:
+        self._pods = pods
+        self._active_key = active_key
+        self._tokens: dict[str, int] = {}  # key -> token of its one live placement
+        self._next_token = itertools.count(1)
+        self.counts: dict[str, int] = dict.fromkeys(WHERES, 0)
+        self._heaps: dict[str, list[_Entry]] = {h: [] for h in _WHERES_IN_HEAP}
+        # unschedulable pods by rejecting plugin ("" for none)
+        self.rejected_by: dict[str, dict[str, None]] = {}
+
+    def place(self, qpi: QueuedPodInfo, where: str) -> None:
+        """Put a pod into `where`; any previous heap entry goes stale."""
+        if qpi.key in self._tokens:
+            self.counts[qpi.where] -= 1
+            if qpi.where == UNSCHEDULABLE:
+                self._unindex(qpi)
+        qpi.where = where
+        self.counts[where] += 1
+        token = next(self._next_token)
+        self._tokens[qpi.key] = token
+        heap_name = _HEAP_OF.get(where)
+        if heap_name is not None:
+            heapq.heappush(self._heaps[heap_name], (self.sort_key(qpi), token, qpi.key))
+            self._maybe_compact(heap_name)
+        if where == UNSCHEDULABLE:
+            for plugin in qpi.unschedulable_plugins or [""]:
+                self.rejected_by.setdefault(plugin, {})[qpi.key] = None
+
+    def remove(self, qpi: QueuedPodInfo) -> None:
+        """The pod left the queue (already popped from `pods`)."""
+        del self._tokens[qpi.key]  # its heap entry, if any, is now stale
+        self.counts[qpi.where] -= 1
+        if qpi.where == UNSCHEDULABLE:
+            self._unindex(qpi)
+        heap_name = _HEAP_OF.get(qpi.where)
+        if heap_name is not None:
+            self._maybe_compact(heap_name)  # mass deletes must not pin memory
+
+    def peek(self, heap_name: str) -> QueuedPodInfo | None:
+        """The pod at the top of a heap, dropping stale entries on the way."""
+        heap = self._heaps[heap_name]
+        while heap:
+            if self._is_live(heap[0]):
+                return self._pods[heap[0][2]]
+            heapq.heappop(heap)
+        return None
+
+    def live(self, heap_name: str) -> list[QueuedPodInfo]:
+        return [self._pods[e[2]] for e in self._heaps[heap_name] if self._is_live(e)]
+
+    def _unindex(self, qpi: QueuedPodInfo) -> None:
+        for plugin in qpi.unschedulable_plugins or [""]:
+            keys = self.rejected_by.get(plugin)
+            if keys is not None:
+                keys.pop(qpi.key, None)
+                if not keys:
+                    del self.rejected_by[plugin]
+
+    def sort_key(self, qpi: QueuedPodInfo) -> tuple[Any, ...]:
+        """A pod's order in its sub-queue's heap."""
+        if qpi.where == ACTIVE:
+            return self._active_key(qpi)
+        if qpi.where == BACKOFF:
+            return (qpi.backoff_expiry,)
+        if qpi.where == UNSCHEDULABLE:
+            return (qpi.timestamp,)
+        return (qpi.lease_deadline,)
+
+    def _is_live(self, entry: _Entry) -> bool:
+        return self._tokens.get(entry[2]) == entry[1]
+
+    def _maybe_compact(self, heap_name: str) -> None:
+        """Drop stale entries once they outnumber the live ones (amortised O(1))."""
+        heap = self._heaps[heap_name]
+        live = sum(self.counts[w] for w in _WHERES_IN_HEAP[heap_name])
+        if len(heap) > 2 * live + _COMPACT_SLACK:
+            heap[:] = [e for e in heap if self._is_live(e)]
+            heapq.heapify(heap)
