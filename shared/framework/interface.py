@@ -6,7 +6,7 @@ its class line states its phases, and the framework finds them with isinstance.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -132,6 +132,40 @@ class PreFilterPlugin(Plugin, Protocol):
 @runtime_checkable
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status: ...
+
+
+@runtime_checkable
+class NodeOnlyFilter(Protocol):
+    """A Filter plugin that says, for a pod, whether its verdict reads only the node object
+    and the pod, never the pods on the node: once it passed on a node, removing
+    victims cannot change it (preemption's arithmetic dry run relies on this)."""
+
+    def reads_only_the_node(self, pod: PodInfo) -> bool: ...
+
+
+@runtime_checkable
+class AmountsFilter(FilterPlugin, Protocol):
+    """A Filter plugin whose verdict depends on resource sums and a pod count alone
+    (NodeResourcesFit): preemption's dry run asks it on plain amounts, without building
+    a node for each set of victims."""
+
+    def checked_requests(self, state: CycleState, pod: PodInfo) -> list[tuple[str, int]]: ...
+
+    def status_on_amounts(
+        self,
+        wanted: Sequence[tuple[str, int]],
+        num_pods: int,
+        requested: Mapping[str, int],
+        allocatable: Mapping[str, int],
+    ) -> Status: ...
+
+    def lacks_on_amounts(
+        self,
+        wanted: Sequence[tuple[str, int]],
+        num_pods: int,
+        requested: Mapping[str, int],
+        allocatable: Mapping[str, int],
+    ) -> bool: ...
 
 
 @runtime_checkable

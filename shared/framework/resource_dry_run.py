@@ -33,33 +33,16 @@ from collections.abc import Mapping, Sequence
 
 from shared.framework.cycle_state import CycleState
 from shared.framework.handle import FilterRunner
-from shared.framework.interface import FilterPlugin
+from shared.framework.interface import AmountsFilter, FilterPlugin, NodeOnlyFilter
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import SUCCESS, Status
 from shared.framework.types import NodeInfo, PodInfo
-from shared.plugins.nodeaffinity import NodeAffinity
-from shared.plugins.nodename import NodeName
-from shared.plugins.nodeports import NodePorts
-from shared.plugins.noderesources.fit import (
-    NodeResourcesFit,
-    fits_amounts,
-    insufficient_status,
-    lacks_any,
-)
-from shared.plugins.nodeunschedulable import NodeUnschedulable
-from shared.plugins.tainttoleration import TaintToleration
-
-# Filter plugins whose verdict reads the node object and the preemptor, never the
-# node's pods. Exact types: a subclass may read more.
-_NODE_ONLY: frozenset[type] = frozenset(
-    {NodeUnschedulable, NodeName, TaintToleration, NodeAffinity}
-)
 
 
 def _reads_only_the_node(plugin: FilterPlugin, pod: PodInfo) -> bool:
-    if type(plugin) is NodePorts:
-        return not pod.resources.host_ports  # wanting none, it conflicts with none
-    return type(plugin) in _NODE_ONLY
+    """The plugin says its verdict reads the node object and the pod, never its pods
+    (interface.NodeOnlyFilter); the framework knows no plugin by name."""
+    return isinstance(plugin, NodeOnlyFilter) and plugin.reads_only_the_node(pod)
 
 
 class ResourceDryRun:
@@ -71,7 +54,7 @@ class ResourceDryRun:
         state: CycleState,
         pod: PodInfo,
         filters: list[FilterPlugin],
-        fit: NodeResourcesFit,
+        fit: AmountsFilter,
         node_to_status: Mapping[str, Status],
     ) -> None:
         self.runner = runner
@@ -101,9 +84,10 @@ class ResourceDryRun:
         if runner.runs_pre_filter_extensions(state):
             return None
         filters = runner.active_filters(state)
-        fit = next((p for p in filters if type(p) is NodeResourcesFit), None)
-        if not isinstance(fit, NodeResourcesFit):
+        amounts = [p for p in filters if isinstance(p, AmountsFilter)]
+        if len(amounts) != 1:
             return None
+        fit = amounts[0]
         if not all(p is fit or _reads_only_the_node(p, pod) for p in filters):
             return None
         return cls(runner, state, pod, filters, fit, node_to_status or {})
@@ -169,19 +153,17 @@ class ResourceNode:
     def fit_status(self) -> Status:
         """NodeResourcesFit's Filter status on the amounts as they stand now."""
         run = self.run
-        insufficient = fits_amounts(
+        return run.fit.status_on_amounts(
             run.wanted, self.num_pods, self.requested, self.node.allocatable
         )
-        status = insufficient_status(insufficient)
-        if not status.ok:
-            status.plugin = run.fit.name
-        return status
 
     def reprieve(self, victim: PodInfo) -> tuple[bool, Status]:
         """Put `victim` back if the pod still fits with it; else it stays off (a victim).
         Only NodeResourcesFit can change its mind: the others passed in remove_all."""
         num_pods, requested = self._with((victim,), 1)
-        if lacks_any(self.run.wanted, num_pods, requested, self.node.allocatable):
+        if self.run.fit.lacks_on_amounts(
+            self.run.wanted, num_pods, requested, self.node.allocatable
+        ):
             return False, SUCCESS
         self.num_pods, self.requested = num_pods, requested
         return True, SUCCESS

@@ -190,6 +190,10 @@ class NodeAffinity(
     def pre_filter_extensions(self) -> None:
         return None
 
+    def reads_only_the_node(self, pod: PodInfo) -> bool:
+        """NodeOnlyFilter: preemption's dry run may skip this plugin once it passed."""
+        return True
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if self.added_selector is not None and not self.added_selector.matches(
             node.labels, node.name

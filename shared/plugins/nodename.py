@@ -46,6 +46,10 @@ class NodeName(PreFilterPlugin, FilterPlugin, BatchFilterPlugin, EnqueueExtensio
     def pre_filter_extensions(self) -> None:
         return None
 
+    def reads_only_the_node(self, pod: PodInfo) -> bool:
+        """NodeOnlyFilter: preemption's dry run may skip this plugin once it passed."""
+        return True
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if fits(pod, node):
             return SUCCESS

@@ -60,6 +60,10 @@ class NodePorts(PreFilterPlugin, FilterPlugin, BatchFilterPlugin, EnqueueExtensi
     def pre_filter_extensions(self) -> None:
         return None
 
+    def reads_only_the_node(self, pod: PodInfo) -> bool:
+        """NodeOnlyFilter: preemption's dry run may skip this plugin once it passed."""
+        return not pod.resources.host_ports  # wanting none, it conflicts with none
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         wanted = state.read(_WANTED)
         if wanted is None:  # PreFilter did not run: recompute what it would have written

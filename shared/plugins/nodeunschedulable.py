@@ -34,6 +34,10 @@ _UNSCHEDULABLE_TAINT = Taint(key=TAINT_NODE_UNSCHEDULABLE, effect="NoSchedule")
 class NodeUnschedulable(FilterPlugin, BatchFilterPlugin, EnqueueExtensions):
     name = NAME
 
+    def reads_only_the_node(self, pod: PodInfo) -> bool:
+        """NodeOnlyFilter: preemption's dry run may skip this plugin once it passed."""
+        return True
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if not node.node.spec.unschedulable:
             return SUCCESS

@@ -73,6 +73,10 @@ class TaintToleration(
 ):
     name = NAME
 
+    def reads_only_the_node(self, pod: PodInfo) -> bool:
+        """NodeOnlyFilter: preemption's dry run may skip this plugin once it passed."""
+        return True
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if tolerates_hard_taints(node.node.spec.taints, pod.pod.spec.tolerations):
             return SUCCESS

@@ -4,6 +4,8 @@
   never `shared.tools`, never another service.
 - A library module (`shared/` outside `shared/tools/`) imports neither
   `shared.tools` nor `services`.
+- The framework (`shared/framework/`) imports no plugin: it is handed its registry,
+  as kube-scheduler's NewFramework is, and asks plugins through its interfaces.
 - The tools (`shared/tools/`) may import both.
 
 Read from the source with `ast`; nothing is imported, so an import inside a
@@ -59,6 +61,8 @@ def violation(importer: str, imported: str) -> str | None:
         return "imports the tools"
     if _within(importer, "shared") and _within(imported, "services"):
         return "the library imports a service"
+    if _within(importer, "shared.framework") and _within(imported, "shared.plugins"):
+        return "the framework imports a plugin"
     if _within(importer, "services"):
         own = ".".join(importer.split(".")[:2])
         if _within(imported, "services") and not _within(imported, own):
@@ -102,6 +106,8 @@ def test_the_walk_sees_every_part() -> None:
         ("shared.framework.runtime", "from services.queue import queue", "a service"),
         ("shared.framework.runtime", "from ..tools import observe", "the tools"),
         ("shared.snapshot", "def f():\n    from shared.tools.bench import perf", "the tools"),
+        ("shared.framework.runtime", "from shared.plugins import REGISTRY", "a plugin"),
+        ("shared.framework.batch", "from ..plugins.noderesources import fit", "a plugin"),
     ],
 )
 def test_a_forbidden_import_is_found(importer: str, source: str, expected: str) -> None:
@@ -117,6 +123,8 @@ def test_a_forbidden_import_is_found(importer: str, source: str, expected: str) 
         ("shared.plugins", "from . import args"),
         ("shared.tools.bench.baseline", "from services.queue.queue import SchedulingQueue"),
         ("shared.tools.cli.main", "from shared.tools.bench import suite"),
+        ("shared.plugins.noderesources.fit", "from shared.framework.interface import Plugin"),
+        ("services.queue.service", "from shared.plugins import REGISTRY"),
     ],
 )
 def test_an_allowed_import_passes(importer: str, source: str) -> None:

@@ -333,6 +333,28 @@ class NodeResourcesFit(
         args = self.args
         return checked_requests(requests, args.ignored_resources, args.ignored_resource_groups)
 
+    def status_on_amounts(
+        self,
+        wanted: Sequence[tuple[str, int]],
+        num_pods: int,
+        requested: Mapping[str, int],
+        allocatable: Mapping[str, int],
+    ) -> Status:
+        """Filter's status on plain amounts (preemption's dry run): this plugin's."""
+        status = insufficient_status(fits_amounts(wanted, num_pods, requested, allocatable))
+        if not status.ok:
+            status.plugin = self.name
+        return status
+
+    def lacks_on_amounts(
+        self,
+        wanted: Sequence[tuple[str, int]],
+        num_pods: int,
+        requested: Mapping[str, int],
+        allocatable: Mapping[str, int],
+    ) -> bool:
+        return lacks_any(wanted, num_pods, requested, allocatable)
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         wanted = self.checked_requests(state, pod)
         return insufficient_status(
