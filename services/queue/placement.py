@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Iterable
 from typing import Any
 
 from services.queue.podinfo import (
@@ -92,6 +93,17 @@ class Placements:
 
     def live(self, heap_name: str) -> list[QueuedPodInfo]:
         return [self._pods[e[2]] for e in self._heaps[heap_name] if self._is_live(e)]
+
+    def rejected_by_any(self, plugins: Iterable[str] | None) -> list[QueuedPodInfo]:
+        """Unschedulable pods some of `plugins` rejected, or no plugin did (None: all)."""
+        index = self.rejected_by
+        groups = (
+            index.values() if plugins is None else (index[p] for p in ("", *plugins) if p in index)
+        )
+        seen: dict[str, None] = {}
+        for keys in groups:
+            seen.update(keys)
+        return [self._pods[k] for k in seen]
 
     def _unindex(self, qpi: QueuedPodInfo) -> None:
         for plugin in qpi.unschedulable_plugins or [""]:

@@ -455,20 +455,7 @@ class SchedulingQueue:
     def _candidates(self, event: ClusterEvent) -> list[QueuedPodInfo]:
         """Unschedulable pods rejected by a plugin interested in the event, or by none."""
         interested = None if self.hints is None else self.hints.interested_plugins(event)
-        rejected_by = self._placements.rejected_by
-        groups = (
-            rejected_by.values()
-            if interested is None
-            else (
-                self._placements.rejected_by[p]
-                for p in ("", *interested)
-                if p in self._placements.rejected_by
-            )
-        )
-        seen: dict[str, None] = {}
-        for keys in groups:
-            seen.update(keys)
-        return [self._pods[k] for k in seen]
+        return self._placements.rejected_by_any(interested)
 
     def _worth(self, qpi: QueuedPodInfo, ev: ObservedEvent) -> bool:
         if self.hints is None:
