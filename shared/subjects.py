@@ -16,6 +16,8 @@ NODES_PREFIX = f"{CLUSTER_PREFIX}.nodes"
 PODS_PREFIX = f"{CLUSTER_PREFIX}.pods"
 PDBS_PREFIX = f"{CLUSTER_PREFIX}.pdbs"  # policy/v1 PodDisruptionBudgets, read by workers
 PODGROUPS_PREFIX = f"{CLUSTER_PREFIX}.podgroups"  # scheduling.x-k8s.io PodGroups
+# scheduling.k8s.io/v1 PriorityClasses (cluster-scoped), read by the watcher's admission
+PRIORITYCLASSES_PREFIX = f"{CLUSTER_PREFIX}.priorityclasses"
 
 # --- public: Kubernetes Event objects and rejected input ---------------------
 EVENTS_STREAM = "KSCHED_EVENTS"
@@ -70,6 +72,10 @@ def node_subject(name: str) -> str:
 
 def pod_subject(namespace: str, name: str) -> str:
     return f"{PODS_PREFIX}.{namespace}.{name}"
+
+
+def priority_class_subject(name: str) -> str:
+    return f"{PRIORITYCLASSES_PREFIX}.{name}"
 
 
 def pdb_subject(namespace: str, name: str) -> str:

@@ -16,7 +16,9 @@ from nats.aio.msg import Msg
 from services.watcher.outbound import Outbound, object_limit, too_large
 from services.watcher.routing import Informer, Routed, immutable_node_name, move, route
 from services.watcher.takeover import take_over
-from shared.api.events import BadEvent, decode_cluster_event
+from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
+from shared.api.models import Pod, PriorityClass
+from shared.api.priority import PriorityClasses, Refused
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE
 from shared.runtime import metrics
 from shared.runtime.consume import consume_batches, stream_sequence
@@ -27,6 +29,7 @@ from shared.subjects import (
     CACHE_EVENTS,
     CLUSTER_STREAM,
     ERROR_HEADER,
+    PRIORITYCLASSES_PREFIX,
     QUEUE_EVENTS,
     TRUNCATED_HEADER,
     error_subject,
@@ -43,6 +46,7 @@ class Watcher:
         self.rt = rt
         self.served = rt.config.scheduler_names
         self.informer = Informer()
+        self.priority_classes = PriorityClasses()  # for pods' Priority admission
         self.stopping = asyncio.Event()
         self.events = metrics.WATCHER_EVENTS.counter(rt.registry)
         self._event_counters: dict[tuple[str, str], Any] = {}
@@ -56,6 +60,7 @@ class Watcher:
             durable = await take_over(self.rt.js, self.rt.epoch)
 
         await retry_forever("take over the cluster stream", take_over_stream)
+        await retry_forever("list the priority classes", self._list_priority_classes)
         psub = await self.rt.js.pull_subscribe_bind(durable, stream=CLUSTER_STREAM)
         self.rt.serving.set()
         await consume_batches(psub, self.handle_batch, self.stopping, batch=BATCH)
@@ -84,7 +89,7 @@ class Watcher:
             await self._reject(msg, str(err))
             return None
         reason = too_large(msg.data, is_msgpack(msg.headers), ev.raw, limit)
-        reason = reason or immutable_node_name(ev, self.informer)
+        reason = reason or immutable_node_name(ev, self.informer) or self._admit(ev)
         if reason:
             await self._reject(msg, reason)
             return None
@@ -94,6 +99,36 @@ class Watcher:
             if item["op"] == "upsert":  # what the pod weighs in a pop reply
                 item["size"] = len(msg.data)
         return to_queue, to_cache
+
+    def _admit(self, ev: ClusterEvent) -> str | None:
+        """PriorityClasses are remembered; a pod goes through Priority admission (its
+        priorityClassName resolved to spec.priority), or the reason it is refused."""
+        if isinstance(ev.obj, PriorityClass):
+            if ev.type == "DELETED":
+                self.priority_classes.delete(ev.obj.metadata.name)
+            else:
+                self.priority_classes.upsert(ev.obj)
+        elif isinstance(ev.obj, Pod) and ev.type != "DELETED":
+            try:
+                ev.raw = self.priority_classes.admit(ev.raw)
+            except Refused as err:
+                return str(err)
+        return None
+
+    async def _list_priority_classes(self) -> None:
+        """Every PriorityClass the stream holds, before consuming: a leader resumes past
+        its predecessor's position and would otherwise not know the classes published
+        before it."""
+        js = self.rt.js
+        info = await js.stream_info(CLUSTER_STREAM, subjects_filter=f"{PRIORITYCLASSES_PREFIX}.>")
+        for subject in info.state.subjects or {}:
+            last = await js.get_last_msg(CLUSTER_STREAM, subject)
+            try:
+                ev = decode_cluster_event(subject, last.data or b"", last.headers, last.seq or 0)
+            except BadEvent:
+                continue  # refused when it was published
+            self._admit(ev)
+        log.info("%d priority classes known", len(self.priority_classes))
 
     def _events_counter(self, kind: str, etype: str) -> Any:
         """The labelled child, looked up once per (kind, type): labels() costs more

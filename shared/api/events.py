@@ -20,6 +20,7 @@ from shared.api.models import (
     Node,
     Pod,
     PodGroup,
+    PriorityClass,
     describe_validation_error,
     parse_pod,
     validate_label,
@@ -27,16 +28,23 @@ from shared.api.models import (
 )
 from shared.api.pdb import PodDisruptionBudget
 from shared.api.validation import SHOWN_MAX, go_escape, go_quote, label_errors, show_number
-from shared.subjects import NODES_PREFIX, PDBS_PREFIX, PODGROUPS_PREFIX, PODS_PREFIX
+from shared.subjects import (
+    NODES_PREFIX,
+    PDBS_PREFIX,
+    PODGROUPS_PREFIX,
+    PODS_PREFIX,
+    PRIORITYCLASSES_PREFIX,
+)
 from shared.wire import DecodeError, decode_user_payload, pack
 
-Kind = Literal["node", "pod", "pdb", "podgroup"]
-ClusterObject = Node | Pod | PodDisruptionBudget | PodGroup
+Kind = Literal["node", "pod", "pdb", "podgroup", "priorityclass"]
+ClusterObject = Node | Pod | PodDisruptionBudget | PodGroup | PriorityClass
 _MODELS: dict[str, type[ClusterObject]] = {
     "node": Node,
     "pod": Pod,
     "pdb": PodDisruptionBudget,
     "podgroup": PodGroup,
+    "priorityclass": PriorityClass,
 }
 
 
@@ -75,10 +83,11 @@ class ClusterEvent:
 
 
 def parse_subject(subject: str) -> SubjectRef:
-    if subject.startswith(NODES_PREFIX + "."):
-        name = subject[len(NODES_PREFIX) + 1 :]
-        if name:
-            return SubjectRef("node", "", name)
+    for kind, prefix in (("node", NODES_PREFIX), ("priorityclass", PRIORITYCLASSES_PREFIX)):
+        if subject.startswith(prefix + "."):
+            name = subject[len(prefix) + 1 :]
+            if name:
+                return SubjectRef(kind, "", name)  # type: ignore[arg-type]
     for kind, prefix in (
         ("pod", PODS_PREFIX),
         ("pdb", PDBS_PREFIX),
@@ -90,8 +99,8 @@ def parse_subject(subject: str) -> SubjectRef:
                 return SubjectRef(kind, namespace, name)  # type: ignore[arg-type]
     raise BadEvent(
         f"subject {subject!r} is not ksched.cluster.nodes.<name>, "
-        "ksched.cluster.pods.<namespace>.<name>, ksched.cluster.pdbs.<namespace>.<name> "
-        "or ksched.cluster.podgroups.<namespace>.<name>"
+        "ksched.cluster.pods.<namespace>.<name>, ksched.cluster.pdbs.<namespace>.<name>, "
+        "ksched.cluster.podgroups.<namespace>.<name> or ksched.cluster.priorityclasses.<name>"
     )
 
 
@@ -132,6 +141,8 @@ def _validate_names(obj: ClusterObject) -> None:
         validate_subdomain(obj.metadata.name, "node name")
     elif isinstance(obj, PodDisruptionBudget):
         validate_subdomain(obj.metadata.name, "PodDisruptionBudget name")
+    elif isinstance(obj, PriorityClass):
+        validate_subdomain(obj.metadata.name, "PriorityClass name")
     else:
         validate_subdomain(obj.metadata.name, f"{obj.kind.lower()} name")
         validate_label(obj.metadata.namespace, "namespace")
@@ -204,7 +215,7 @@ def _fill_names(raw: dict[str, Any], ref: SubjectRef) -> dict[str, Any]:
         raise BadEvent("metadata must be an object")
     meta = dict(meta)
     _agree(meta, "name", ref.name)
-    if ref.kind != "node":
+    if ref.kind not in ("node", "priorityclass"):  # cluster-scoped
         _agree(meta, "namespace", ref.namespace)
     return {**raw, "metadata": meta}
 

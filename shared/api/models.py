@@ -420,6 +420,23 @@ class PodGroup(K8sModel):
         return self.metadata.key
 
 
+class PriorityClass(K8sModel):
+    """scheduling.k8s.io/v1 PriorityClass: what a pod's priorityClassName resolves to."""
+
+    api_version: str = "scheduling.k8s.io/v1"
+    kind: str = "PriorityClass"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    value: int = Field(ge=-(2**31), le=2**31 - 1)
+    global_default: bool = False
+    preemption_policy: Literal["PreemptLowerPriority", "Never"] | None = None
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _kind(self) -> PriorityClass:
+        require_kind(self.kind, "PriorityClass")
+        return self
+
+
 # --- watch events -------------------------------------------------------------
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]

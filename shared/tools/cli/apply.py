@@ -30,13 +30,16 @@ RESOURCE_NAMES = {
     "Pod": "pod",
     "Node": "node",
     "PodDisruptionBudget": "poddisruptionbudget.policy",
+    "PriorityClass": "priorityclass.scheduling.k8s.io",
     "Deployment": "deployment.apps",
     "ReplicaSet": "replicaset.apps",
     "StatefulSet": "statefulset.apps",
     "DaemonSet": "daemonset.apps",
     "Job": "job.batch",
 }
-SUPPORTED_KINDS = ("Pod", "Node", "PodDisruptionBudget", *WORKLOAD_KINDS)
+SUPPORTED_KINDS = ("Pod", "Node", "PodDisruptionBudget", "PriorityClass", *WORKLOAD_KINDS)
+CLUSTER_SCOPED = ("Node", "PriorityClass")
+API_VERSIONS = {"PodDisruptionBudget": "policy/v1", "PriorityClass": "scheduling.k8s.io/v1"}
 SERVER_FIELDS = ("uid", "creationTimestamp", "resourceVersion", "generation")
 
 
@@ -47,6 +50,7 @@ class Current:
     pods: Mapping[str, tuple[dict[str, Any], int]] = field(default_factory=dict)  # ns/name
     nodes: Mapping[str, tuple[dict[str, Any], int]] = field(default_factory=dict)
     pdbs: Mapping[str, tuple[dict[str, Any], int]] = field(default_factory=dict)
+    priority_classes: Mapping[str, tuple[dict[str, Any], int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,7 @@ def plan(
             continue
         if kind == "Pod":
             validate_pod(m, m.obj)
-        elif kind == "PodDisruptionBudget" and not (m.obj.get("metadata") or {}).get("name"):
+        elif kind != "Node" and not (m.obj.get("metadata") or {}).get("name"):
             raise m.error("metadata.name: Required value")
         action = _one(kind, m.obj, current, now, new_uid)
         out.append(
@@ -108,18 +112,20 @@ def plan(
 
 
 def _table(kind: str, current: Current) -> Mapping[str, tuple[dict[str, Any], int]]:
-    return {"Pod": current.pods, "Node": current.nodes}.get(kind, current.pdbs)
+    tables = {"Pod": current.pods, "Node": current.nodes, "PriorityClass": current.priority_classes}
+    return tables.get(kind, current.pdbs)
 
 
 def _one(
     kind: str, obj: dict[str, Any], current: Current, now: str, new_uid: Callable[[], str]
 ) -> Action:
     desired = copy.deepcopy(obj)
-    desired.setdefault("apiVersion", "policy/v1" if kind == "PodDisruptionBudget" else "v1")
+    desired.setdefault("apiVersion", API_VERSIONS.get(kind, "v1"))
     meta = desired.setdefault("metadata", {})
-    if kind != "Node":
+    namespaced = kind not in CLUSTER_SCOPED
+    if namespaced:
         meta["namespace"] = meta.get("namespace") or "default"
-    existing = _table(kind, current).get(key_of(desired, kind != "Node"))
+    existing = _table(kind, current).get(key_of(desired, namespaced))
     if existing is None:
         meta.setdefault("uid", new_uid())
         meta.setdefault("creationTimestamp", now)

@@ -18,7 +18,13 @@ from nats.js.errors import APIError
 
 from shared.plugins import REGISTRY
 from shared.runtime.connections import ensure_streams
-from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, node_subject, pdb_subject, pod_subject
+from shared.subjects import (
+    EXPECTED_LAST_SUBJECT_SEQ,
+    node_subject,
+    pdb_subject,
+    pod_subject,
+    priority_class_subject,
+)
 from shared.tools.cli.apply import Action, Current, plan, pod_lines
 from shared.tools.cli.describe import describe_node, describe_pod
 from shared.tools.cli.live import CliError, ClusterWatch, Entry, connect, read_cluster, read_events
@@ -78,6 +84,8 @@ def subject_of(kind: str, obj: dict[str, Any]) -> str:
     meta = obj["metadata"]
     if kind == "Node":
         return node_subject(meta["name"])
+    if kind == "PriorityClass":
+        return priority_class_subject(meta["name"])
     ns = meta.get("namespace") or "default"
     return (
         pdb_subject(ns, meta["name"])
@@ -105,7 +113,9 @@ def current_of(watch: ClusterWatch) -> Current:
     def pairs(table: dict[str, Entry]) -> dict[str, tuple[dict[str, Any], int]]:
         return {k: (e.obj, e.seq) for k, e in table.items()}
 
-    return Current(pairs(watch.pods), pairs(watch.nodes), pairs(watch.pdbs))
+    return Current(
+        pairs(watch.pods), pairs(watch.nodes), pairs(watch.pdbs), pairs(watch.priority_classes)
+    )
 
 
 async def apply(nc: NATS, manifests: list[Manifest], out: Callable[[str], None]) -> int:

@@ -27,6 +27,7 @@ from shared.subjects import (
     NODES_PREFIX,
     PDBS_PREFIX,
     PODS_PREFIX,
+    PRIORITYCLASSES_PREFIX,
     event_subject,
 )
 
@@ -93,6 +94,7 @@ class Entry:
     seq: int
 
 
+CLUSTER_SCOPED = ("node", "priorityclass")  # named without a namespace
 Change = Callable[[str, str, dict[str, Any], bool], None]  # (kind, key, object, deleted)
 
 
@@ -104,6 +106,7 @@ class ClusterWatch:
     pods: dict[str, Entry] = field(default_factory=dict)
     nodes: dict[str, Entry] = field(default_factory=dict)
     pdbs: dict[str, Entry] = field(default_factory=dict)
+    priority_classes: dict[str, Entry] = field(default_factory=dict)
     on_change: Change | None = None
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -135,7 +138,7 @@ class ClusterWatch:
             meta = obj["metadata"]
             key = (
                 meta["name"]
-                if kind == "node"
+                if kind in CLUSTER_SCOPED
                 else f"{meta.get('namespace') or 'default'}/{meta['name']}"
             )
         except (ValueError, KeyError, TypeError):
@@ -156,6 +159,8 @@ class ClusterWatch:
             return "node", self.nodes
         if subject.startswith(PDBS_PREFIX + "."):
             return "pdb", self.pdbs
+        if subject.startswith(PRIORITYCLASSES_PREFIX + "."):
+            return "priorityclass", self.priority_classes
         return "", None
 
 

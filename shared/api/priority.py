@@ -1,0 +1,97 @@
+"""The API server's Priority admission, as ksched's watcher applies it to pods.
+
+A pod names its priority by PriorityClass (spec.priorityClassName); admission
+resolves the name to spec.priority (and spec.preemptionPolicy, when the class sets
+one and the pod does not), refuses a name no class has, and gives a pod without a
+name the globalDefault class, or priority 0 when there is none. The two system
+classes always exist. As upstream, a pod that states a priority or preemption policy
+other than its class's is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shared.api.models import PriorityClass
+
+# kube's scheduling.SystemClusterCritical / SystemNodeCritical and their values
+SYSTEM_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
+DEFAULT_PRIORITY = 0  # scheduling.DefaultPriorityWhenNoDefaultClassExists
+
+
+class Refused(ValueError):
+    """Admission refuses the pod; str(err) is the API server's message."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    name: str
+    value: int
+    preemption_policy: str | None
+
+
+class PriorityClasses:
+    """The PriorityClasses the watcher has seen (an informer's view), and admission."""
+
+    def __init__(self) -> None:
+        self._classes: dict[str, PriorityClass] = {}
+
+    def __len__(self) -> int:
+        return len(self._classes)
+
+    def upsert(self, pc: PriorityClass) -> None:
+        self._classes[pc.metadata.name] = pc
+
+    def delete(self, name: str) -> None:
+        self._classes.pop(name, None)
+
+    def resolve(self, name: str) -> Resolved | None:
+        if name in SYSTEM_CLASSES:
+            return Resolved(name, SYSTEM_CLASSES[name], None)
+        pc = self._classes.get(name)
+        return None if pc is None else Resolved(name, pc.value, pc.preemption_policy)
+
+    def global_default(self) -> Resolved | None:
+        """The globalDefault class (the lowest value if several claim it, as upstream)."""
+        defaults = [pc for pc in self._classes.values() if pc.global_default]
+        if not defaults:
+            return None
+        pc = min(defaults, key=lambda c: c.value)
+        return Resolved(pc.metadata.name, pc.value, pc.preemption_policy)
+
+    def admit(self, raw_pod: dict[str, Any]) -> dict[str, Any]:
+        """The pod as admission leaves it (a copy when it changes); Refused if refused."""
+        spec = raw_pod.get("spec") or {}
+        meta = raw_pod.get("metadata") or {}
+        name = spec.get("priorityClassName") or ""
+        resolved = self.resolve(name) if name else self.global_default()
+        if name and resolved is None:
+            raise Refused(
+                f'pods "{meta.get("name", "")}" is forbidden: no PriorityClass with name '
+                f"{name} was found"
+            )
+        value = resolved.value if resolved is not None else DEFAULT_PRIORITY
+        stated = spec.get("priority")
+        if stated is not None and stated != value and resolved is not None:
+            raise Refused(
+                f"the integer value of priority ({stated}) must not be provided in pod spec; "
+                f"priority admission controller computed {value} from the given "
+                "PriorityClass name"
+            )
+        updated = dict(spec)
+        if resolved is not None:
+            updated["priorityClassName"] = resolved.name
+            policy = resolved.preemption_policy
+            stated_policy = spec.get("preemptionPolicy")
+            if policy is not None and stated_policy is not None and stated_policy != policy:
+                raise Refused(
+                    f"the string value of PreemptionPolicy ({stated_policy}) must not be "
+                    f"provided in pod spec; priority admission controller computed {policy} "
+                    "from the given PriorityClass name"
+                )
+            if policy is not None:
+                updated["preemptionPolicy"] = policy
+        if stated is None:
+            updated["priority"] = value
+        return raw_pod if updated == spec else {**raw_pod, "spec": updated}
