@@ -3,9 +3,10 @@
 A pod names its priority by PriorityClass (spec.priorityClassName); admission
 resolves the name to spec.priority (and spec.preemptionPolicy, when the class sets
 one and the pod does not), refuses a name no class has, and gives a pod without a
-name the globalDefault class, or priority 0 when there is none. The two system
-classes always exist. As upstream, a pod that states a priority or preemption policy
-other than its class's is refused.
+name the globalDefault class, or priority 0 when there is none (left unwritten: an
+absent priority is 0). The two system classes always exist. As upstream, a pod that
+names a class and states a priority or preemption policy other than the class's is
+refused; unlike upstream, a pod that names no class keeps a priority it states.
 """
 
 from __future__ import annotations
@@ -65,33 +66,36 @@ class PriorityClasses:
         spec = raw_pod.get("spec") or {}
         meta = raw_pod.get("metadata") or {}
         name = spec.get("priorityClassName") or ""
+        if not name and spec.get("priority") is not None:
+            return raw_pod  # ksched's leniency: a priority stated without a class stands
         resolved = self.resolve(name) if name else self.global_default()
         if name and resolved is None:
             raise Refused(
                 f'pods "{meta.get("name", "")}" is forbidden: no PriorityClass with name '
                 f"{name} was found"
             )
-        value = resolved.value if resolved is not None else DEFAULT_PRIORITY
+        if resolved is None:
+            return raw_pod  # no class, no default: priority DEFAULT_PRIORITY, as absent means
+        value = resolved.value
         stated = spec.get("priority")
-        if stated is not None and stated != value and resolved is not None:
+        if stated is not None and stated != value:
             raise Refused(
                 f"the integer value of priority ({stated}) must not be provided in pod spec; "
                 f"priority admission controller computed {value} from the given "
                 "PriorityClass name"
             )
         updated = dict(spec)
-        if resolved is not None:
-            updated["priorityClassName"] = resolved.name
-            policy = resolved.preemption_policy
-            stated_policy = spec.get("preemptionPolicy")
-            if policy is not None and stated_policy is not None and stated_policy != policy:
-                raise Refused(
-                    f"the string value of PreemptionPolicy ({stated_policy}) must not be "
-                    f"provided in pod spec; priority admission controller computed {policy} "
-                    "from the given PriorityClass name"
-                )
-            if policy is not None:
-                updated["preemptionPolicy"] = policy
+        updated["priorityClassName"] = resolved.name
+        policy = resolved.preemption_policy
+        stated_policy = spec.get("preemptionPolicy")
+        if policy is not None and stated_policy is not None and stated_policy != policy:
+            raise Refused(
+                f"the string value of PreemptionPolicy ({stated_policy}) must not be "
+                f"provided in pod spec; priority admission controller computed {policy} "
+                "from the given PriorityClass name"
+            )
+        if policy is not None:
+            updated["preemptionPolicy"] = policy
         if stated is None:
             updated["priority"] = value
         return raw_pod if updated == spec else {**raw_pod, "spec": updated}

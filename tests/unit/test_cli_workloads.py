@@ -191,3 +191,15 @@ def test_apply_creates_then_is_unchanged_keeps_bindings_and_scales_down() -> Non
         seq,
     )
     assert configured.obj["spec"]["nodeName"] == "n1"
+
+
+def test_reapplying_a_pod_keeps_what_priority_admission_set() -> None:
+    """The stored pod carries what admission resolved (priority, priorityClassName,
+    preemptionPolicy); the manifest does not state them, and that is no change."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": template()["spec"]}
+    manifests = [Manifest(pod, "f", "document 0")]
+    (first,) = plan(manifests, Current(), "now", new_uid=lambda: "u")
+    stored = first.actions[0].obj
+    admitted = {**stored, "spec": {**stored["spec"], "priority": 10, "priorityClassName": "std"}}
+    (again,) = plan(manifests, Current({"default/p": (admitted, 7)}), "later")
+    assert again.line == "pod/p unchanged"

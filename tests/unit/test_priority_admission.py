@@ -48,15 +48,15 @@ def test_an_unknown_class_is_refused_with_the_api_servers_message(
 
 
 def test_a_pod_without_a_class_gets_the_global_default_or_zero(classes: PriorityClasses) -> None:
-    assert classes.admit(pod())["spec"]["priority"] == 0
-    assert "priorityClassName" not in classes.admit(pod())["spec"]
+    bare = pod()
+    assert classes.admit(bare) is bare  # priority 0: absent, as the scheduler reads it
     classes.upsert(pc("standard", 5, globalDefault=True))
     classes.upsert(pc("lower", 2, globalDefault=True))  # several: the lowest, as upstream
     spec = classes.admit(pod())["spec"]
     assert (spec["priority"], spec["priorityClassName"]) == (2, "lower")
     classes.delete("lower")
     classes.delete("standard")
-    assert classes.admit(pod())["spec"]["priority"] == 0
+    assert "priority" not in classes.admit(pod())["spec"]
 
 
 def test_a_stated_priority_must_match_the_class(classes: PriorityClasses) -> None:
@@ -70,6 +70,8 @@ def test_a_stated_priority_must_match_the_class(classes: PriorityClasses) -> Non
 def test_without_a_class_a_stated_priority_is_kept(classes: PriorityClasses) -> None:
     """ksched's leniency (the API server would refuse it): spec.priority set directly,
     as the scheduler_perf templates and tests do, keeps working."""
+    assert classes.admit(pod(priority=42))["spec"]["priority"] == 42
+    classes.upsert(pc("standard", 5, globalDefault=True))
     assert classes.admit(pod(priority=42))["spec"]["priority"] == 42
 
 

@@ -41,6 +41,8 @@ SUPPORTED_KINDS = ("Pod", "Node", "PodDisruptionBudget", "PriorityClass", *WORKL
 CLUSTER_SCOPED = ("Node", "PriorityClass")
 API_VERSIONS = {"PodDisruptionBudget": "policy/v1", "PriorityClass": "scheduling.k8s.io/v1"}
 SERVER_FIELDS = ("uid", "creationTimestamp", "resourceVersion", "generation")
+# What Priority admission sets on a pod that did not state it (shared/api/priority.py)
+ADMISSION_FIELDS = ("priority", "priorityClassName", "preemptionPolicy")
 
 
 @dataclass(frozen=True)
@@ -134,9 +136,14 @@ def _one(
     for name in SERVER_FIELDS:
         if name in (old.get("metadata") or {}):
             meta[name] = old["metadata"][name]
-    if kind == "Pod":  # the scheduler's and kubelet's fields stay
-        if (old.get("spec") or {}).get("nodeName"):
-            desired.setdefault("spec", {})["nodeName"] = old["spec"]["nodeName"]
+    if kind == "Pod":  # the scheduler's, kubelet's and admission's fields stay
+        old_spec = old.get("spec") or {}
+        if old_spec.get("nodeName"):
+            desired.setdefault("spec", {})["nodeName"] = old_spec["nodeName"]
+        spec = desired.setdefault("spec", {})
+        for name in ADMISSION_FIELDS:
+            if name in old_spec and name not in spec:
+                spec[name] = old_spec[name]
         if "status" in old:
             desired["status"] = old["status"]
     if desired == old:
