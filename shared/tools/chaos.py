@@ -32,6 +32,7 @@ import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 from nats.js.errors import APIError
 
+from shared.api.models import key_of
 from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, pod_subject
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LEADER_ELECTED, LocalStack, restart, running
@@ -143,10 +144,6 @@ def workload(cfg: ChaosConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return nodes, pods
 
 
-def pod_key(pod: dict[str, Any]) -> str:
-    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-
-
 async def publish_new(js: JetStreamContext, pod: dict[str, Any]) -> None:
     """Publish a pod once, retrying through a NATS restart: the subject must be empty,
     so that a retry of a publish that did land never overwrites a binding."""
@@ -238,7 +235,7 @@ async def _publish_over(js: JetStreamContext, pods: list[dict[str, Any]], second
 async def run_chaos(stack: LocalStack, cfg: ChaosConfig) -> ChaosReport:
     report = ChaosReport(cfg)
     nodes, pods = workload(cfg)
-    raw = {pod_key(p): p for p in pods}
+    raw = {key_of(p): p for p in pods}
     nc = await nats.connect(
         stack.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5, error_cb=_quiet
     )
@@ -291,7 +288,7 @@ def _judge(
 async def _still_schedules(js: JetStreamContext, tracker: PodTracker) -> tuple[int, int]:
     fresh = [make_pod(f"after-chaos-{i}", cpu="10m", memory="16Mi") for i in range(20)]
     await publish_all(js, [make_node("after-chaos", cpu="8", memory="32Gi"), *fresh])
-    keys = [pod_key(p) for p in fresh]
+    keys = [key_of(p) for p in fresh]
     await tracker.wait_until(lambda t: all(k in t.bound() for k in keys), timeout=60)
     return sum(1 for k in keys if k in tracker.bound()), len(keys)
 

@@ -14,6 +14,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
+from shared.api.models import object_key
 from shared.api.podstatus import pod_condition
 from shared.runtime.connections import ensure_streams
 from shared.runtime.consume import stream_sequence
@@ -104,7 +105,7 @@ class PodTracker:
             event = json.loads(msg.data)
             obj = event["object"]
             meta = obj["metadata"]
-            key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
+            key = object_key(meta.get("namespace") or "", meta["name"])
         except (ValueError, KeyError, TypeError):
             return
         view = self.pods.setdefault(key, PodView())

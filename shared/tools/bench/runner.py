@@ -27,6 +27,7 @@ import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 
 from shared import keys
+from shared.api.models import key_of
 from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
 from shared.tools.bench.resources import cpu_delta, peak_rss, usages
 from shared.tools.bench.workloads import (
@@ -115,10 +116,6 @@ def percentiles(values: list[float], ps: tuple[int, ...] = (50, 90, 99)) -> dict
     return out
 
 
-def pod_key(pod: Obj) -> str:
-    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-
-
 def stack_pids(stack: LocalStack) -> dict[str, list[int]]:
     pids: dict[str, list[int]] = {"driver": [os.getpid()]}
     for svc in stack.services:
@@ -151,7 +148,7 @@ class Driver:
             chunk = pods[start : start + PUBLISH_WINDOW]
             now = time.perf_counter()
             for pod in chunk:
-                self.sent[pod_key(pod)] = now
+                self.sent[key_of(pod)] = now
             await asyncio.gather(*(publish_pod(js, p) for p in chunk))
 
     async def publish_paced(self, js: JetStreamContext, pods: list[Obj], rate: float) -> None:
@@ -161,7 +158,7 @@ class Driver:
             delay = start + i / rate - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            self.sent[pod_key(pod)] = time.perf_counter()
+            self.sent[key_of(pod)] = time.perf_counter()
             await publish_pod(js, pod)
 
     async def sample(
@@ -270,9 +267,9 @@ async def run_workload(
         await publish_all(js, driver.nodes)
         await _wait_for_nodes(redis, size.nodes, timeout)
         init = workload.init_objects(size)
-        driver.pods.update((pod_key(p), p) for p in init)
+        driver.pods.update((key_of(p), p) for p in init)
         await publish_all(js, init)
-        init_keys = [pod_key(p) for p in init]
+        init_keys = [key_of(p) for p in init]
         if workload.init_schedulable:
             await settle(driver.tracker, redis, init_keys, timeout)
         else:
@@ -300,7 +297,7 @@ async def _measure(
     if workload.churn:
         side.append(driver.churn(js))
     measured = workload.measured_objects(size)
-    keys_ = [pod_key(p) for p in measured]
+    keys_ = [key_of(p) for p in measured]
     driver.pods.update(zip(keys_, measured, strict=True))
     pids = stack_pids(stack)
     counters0 = await pipeline_counters(driver.ports("worker"), driver.ports("cache"))
@@ -342,7 +339,7 @@ async def _paced_phase(
 ) -> dict[str, float]:
     """More pods at `rate` (by default half the measured one): latency when not saturated."""
     extra = driver.workload.measured_objects(Size(0, 0, pods), prefix="paced")
-    keys_ = [pod_key(p) for p in extra]
+    keys_ = [key_of(p) for p in extra]
     driver.pods.update(zip(keys_, extra, strict=True))
     await driver.publish_paced(js, extra, rate)
     await settle(driver.tracker, redis, keys_, driver.timeout)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.api.models import object_key
 from shared.tools.cli.manifests import Manifest
 from shared.tools.cli.workloads import (
     WORKLOAD_KINDS,
@@ -74,7 +75,7 @@ class Applied:
 
 def key_of(obj: dict[str, Any], namespaced: bool = True) -> str:
     meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta['name']}" if namespaced else meta["name"]
+    return object_key(meta.get("namespace") or "", meta["name"]) if namespaced else meta["name"]
 
 
 def plan(

@@ -19,6 +19,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from shared.api.models import object_key
 from shared.subjects import (
     CLUSTER_PREFIX,
     CLUSTER_STREAM,
@@ -139,7 +140,7 @@ class ClusterWatch:
             key = (
                 meta["name"]
                 if kind in CLUSTER_SCOPED
-                else f"{meta.get('namespace') or 'default'}/{meta['name']}"
+                else object_key(meta.get("namespace") or "", meta["name"])
             )
         except (ValueError, KeyError, TypeError):
             return  # the watcher reports bad events on ksched.errors
