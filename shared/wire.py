@@ -24,6 +24,13 @@ MAX_NESTING = 64
 HEADER_ROOM = 8 * 1024
 # The largest array header msgpack writes (0xdd + 4 bytes).
 _ARRAY_HEADER_MAX = 5
+# What a batch message holds beside its items (map and array headers, a small head
+# such as an epoch): an item larger than item_limit(limit) fits no message.
+ENVELOPE_ROOM = 64
+
+
+def item_limit(limit: int) -> int:
+    return limit - ENVELOPE_ROOM
 
 
 class DecodeError(ValueError):

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.framework.events import ASSIGNED_POD
+from shared.framework.events import ASSIGNED_POD, DELETE
 from shared.messages import CacheEvent, QueueEvent
-from shared.wire import Chunk, dump_json, pack, pack_chunks
+from shared.wire import Chunk, dump_json, item_limit, pack, pack_chunks
 
 # Room left in a message beside the largest object: an internal item's own fields, and
 # what ksched adds when it writes the object back (spec.nodeName and the PodScheduled
@@ -67,7 +67,7 @@ class Outbound:
             cache = [pack(e) for e in to_cache]
         except (TypeError, ValueError, OverflowError) as err:  # msgpack raises these
             raise ValueError(f"cannot be encoded for ksched's internal messages: {err}") from None
-        room = self.limit - 64
+        room = item_limit(self.limit)
         if any(len(item) > room for item in (*queue, *cache)):
             raise ValueError(f"too large for ksched's internal messages ({self.limit} bytes)")
         self.queue += queue
@@ -78,7 +78,7 @@ class Outbound:
 
     def _pack_queue_item(self, event: QueueEvent) -> bytes:
         packed = pack(event)
-        if len(packed) > self.limit - 64 and event.get("op") == "move":
+        if len(packed) > item_limit(self.limit) and event.get("op") == "move":
             # A large node's old and new versions together may not fit where either
             # alone does: the hints then judge the event without its objects.
             packed = pack({**event, "old": None, "new": None})
@@ -92,4 +92,4 @@ class Outbound:
 
 
 def _is_assigned_pod_delete(e: QueueEvent) -> bool:
-    return e["op"] == "move" and e.get("resource") == ASSIGNED_POD and e.get("action") == "Delete"
+    return e["op"] == "move" and e.get("resource") == ASSIGNED_POD and e.get("action") == DELETE
