@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,6 +20,7 @@ from services.queue.podinfo import (
     ACTIVE,
     BACKOFF,
     BINDING,
+    GATED,
     INFLIGHT,
     UNSCHEDULABLE,
     WHERES,
@@ -38,6 +40,14 @@ _WHERES_IN_HEAP = {
     heap: tuple(w for w, h in _HEAP_OF.items() if h == heap) for heap in set(_HEAP_OF.values())
 }
 _COMPACT_SLACK = 64
+# The queue label of scheduler_queue_incoming_pods_total: kube counts gated pods as
+# entering unschedulablePods, where it keeps them.
+_INCOMING_QUEUE = {
+    ACTIVE: "active",
+    BACKOFF: "backoff",
+    UNSCHEDULABLE: "unschedulable",
+    GATED: "unschedulable",
+}
 _Entry = tuple[tuple[Any, ...], int, str]  # (sort key, token, pod key)
 
 
@@ -47,15 +57,24 @@ class Placements:
     def __init__(self, pods: dict[str, QueuedPodInfo], active_key: SortKey) -> None:
         self._pods = pods
         self._active_key = active_key
-        self._tokens: dict[str, int] = {}  # key -> token of its one live placement
         self._next_token = itertools.count(1)
+        # (queue, event) -> pods that entered that queue on that event, until taken
+        self.incoming: Counter[tuple[str, str]] = Counter()
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every placement (the queue emptied `pods`); counts not yet taken stay."""
+        self._tokens: dict[str, int] = {}  # key -> token of its one live placement
         self.counts: dict[str, int] = dict.fromkeys(WHERES, 0)
         self._heaps: dict[str, list[_Entry]] = {h: [] for h in _WHERES_IN_HEAP}
         # unschedulable pods by rejecting plugin ("" for none)
         self.rejected_by: dict[str, dict[str, None]] = {}
 
-    def place(self, qpi: QueuedPodInfo, where: str) -> None:
-        """Put a pod into `where`; any previous heap entry goes stale."""
+    def place(self, qpi: QueuedPodInfo, where: str, event: str = "") -> None:
+        """Put a pod into `where`; any previous heap entry goes stale. `event` names
+        why, for scheduler_queue_incoming_pods_total."""
+        if event and where in _INCOMING_QUEUE:
+            self.incoming[(_INCOMING_QUEUE[where], event)] += 1
         if qpi.key in self._tokens:
             self.counts[qpi.where] -= 1
             if qpi.where == UNSCHEDULABLE:
@@ -93,6 +112,23 @@ class Placements:
 
     def live(self, heap_name: str) -> list[QueuedPodInfo]:
         return [self._pods[e[2]] for e in self._heaps[heap_name] if self._is_live(e)]
+
+    def take_incoming(self) -> Counter[tuple[str, str]]:
+        """scheduler_queue_incoming_pods_total increments since the last call."""
+        incoming, self.incoming = self.incoming, Counter()
+        return incoming
+
+    def pending(self, wheres: Iterable[str]) -> list[QueuedPodInfo]:
+        """kube's PendingPods: sub-queue by sub-queue, each in its own order."""
+        by_where: dict[str, list[QueuedPodInfo]] = {w: [] for w in wheres}
+        for qpi in self._pods.values():
+            if qpi.where in by_where:
+                by_where[qpi.where].append(qpi)
+        return [
+            qpi
+            for pods in by_where.values()
+            for qpi in sorted(pods, key=lambda p: (self.sort_key(p), p.key))
+        ]
 
     def rejected_by_any(self, plugins: Iterable[str] | None) -> list[QueuedPodInfo]:
         """Unschedulable pods some of `plugins` rejected, or no plugin did (None: all)."""

@@ -21,14 +21,10 @@ gated pod leaves `gated` only on an update they let pass.
 
 A pod leaves `unschedulable` on a cluster event only if one of the plugins that
 rejected it registered the event and that plugin's queueing hint says Queue
-(hints.py); events that arrive while a pod is in flight are replayed against it
+(hints.py, applied by moves.py); events that arrive while a pod is in flight are replayed against it
 when it fails (inflight.py). Nominated pods are tracked per node (nominator.py).
 
-active, backoff, unschedulable and the leases (inflight + binding) are heaps
-with lazy deletion: every placement of a pod takes a fresh token, and a heap
-entry is live only while its token is the pod's current one. Stale entries are
-skipped when they reach the top and compacted away when they outnumber the
-live ones, so every operation is O(log n) amortised.
+Where each pod is, and the heaps behind the sub-queues, live in placement.py.
 """
 
 from __future__ import annotations
@@ -38,9 +34,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from services.queue.hints import ObservedEvent, QueueingHints
-from services.queue.inflight import InFlight
+from services.queue.leases import LapsedAttempts
+from services.queue.moves import EventMoves, PreCheck
 from services.queue.nominator import Nominator
-from services.queue.placement import LEASE, Placements
+from services.queue.placement import Placements
 from services.queue.podinfo import (
     ACTIVE,
     BACKOFF,
@@ -71,29 +68,19 @@ from shared.framework.events import (
     pod_scheduling_properties_change,
 )
 from shared.framework.interface import ClusterEvent
-from shared.framework.types import PodInfo
 from shared.podgroups import pod_group_of
 
 __all__ = ["WHERES", "QueuedPodInfo", "SchedulingQueue"]
 
 
-# The queue label of scheduler_queue_incoming_pods_total: kube counts gated pods as
-# entering unschedulablePods, where it keeps them.
-_INCOMING_QUEUE = {ACTIVE: "active", BACKOFF: "backoff", UNSCHEDULABLE: "unschedulable"}
-_INCOMING_QUEUE[GATED] = "unschedulable"
-LEASE_EXPIRED = "LeaseExpired"  # ksched's own move label: a worker or binder vanished
-
 Clock = Callable[[], float]
-
-
-PreCheck = Callable[[QueuedPodInfo], bool]
 
 
 def _no_pre_enqueue(raw: dict[str, Any]) -> Gating | None:
     return None
 
 
-class SchedulingQueue:
+class SchedulingQueue(LapsedAttempts):
     """kube's PriorityQueue without I/O; see the module docstring.
 
     `hints` None stands for "no hint map": every event is worth requeuing every pod.
@@ -115,8 +102,9 @@ class SchedulingQueue:
     ) -> None:
         self._clock = clock
         self._pre_enqueue = pre_enqueue or _no_pre_enqueue
-        self._active_key = sort_key
-        self.hints = hints
+        self._pods: dict[str, QueuedPodInfo] = {}
+        self._placements = Placements(self._pods, sort_key)
+        self._moves = EventMoves(hints)
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.inflight_lease = inflight_lease
@@ -127,19 +115,19 @@ class SchedulingQueue:
         # queueing hints it no longer decides anything; kept for inspection.
         self.move_request_cycle = -1
         self.dirty: set[str] = set()
-        # (queue, event) -> pods that entered that queue on that event, until taken
-        self.incoming: Counter[tuple[str, str]] = Counter()
         self.nominator = Nominator()
-        self._reset()
 
     def _reset(self) -> None:
-        self._pods: dict[str, QueuedPodInfo] = {}
-        self._placements = Placements(self._pods, self._active_key)
-        self._inflight: InFlight[ObservedEvent] = InFlight()
-        self._pod_infos: dict[str, PodInfo] = {}  # parsed pods for hints, by key
+        self._pods.clear()
+        self._placements.clear()
+        self._moves.clear()
         self.nominator.clear()
 
     # --- inspection -------------------------------------------------------------
+
+    @property
+    def hints(self) -> QueueingHints | None:
+        return self._moves.hints
 
     def get(self, key: str) -> QueuedPodInfo | None:
         return self._pods.get(key)
@@ -158,20 +146,11 @@ class SchedulingQueue:
 
     def pending_pods(self, where: str | None = None) -> list[QueuedPodInfo]:
         """kube's PendingPods: sub-queue by sub-queue, each in its own order."""
-        wheres = WHERES if where is None else (where,)
-        by_where: dict[str, list[QueuedPodInfo]] = {w: [] for w in wheres}
-        for qpi in self._pods.values():
-            if qpi.where in by_where:
-                by_where[qpi.where].append(qpi)
-        return [
-            qpi
-            for w in wheres
-            for qpi in sorted(by_where[w], key=lambda p: (self._placements.sort_key(p), p.key))
-        ]
+        return self._placements.pending(WHERES if where is None else (where,))
 
     @property
     def inflight_events(self) -> int:
-        return len(self._inflight)
+        return len(self._moves.inflight)
 
     def nominated_pods(self, node: str | None = None) -> list[QueuedPodInfo]:
         """Pods nominated to `node` (or to any node), for RunFilterPluginsWithNominatedPods."""
@@ -188,8 +167,7 @@ class SchedulingQueue:
 
     def take_incoming(self) -> Counter[tuple[str, str]]:
         """scheduler_queue_incoming_pods_total increments since the last call."""
-        incoming, self.incoming = self.incoming, Counter()
-        return incoming
+        return self._placements.take_incoming()
 
     def backoff_duration(self, attempts: int) -> float:
         """kube's calculateBackoffDuration: initial * 2^(attempts-1), capped at max."""
@@ -236,7 +214,7 @@ class SchedulingQueue:
         ]
         if qpi.where in (INFLIGHT, BINDING):
             # The attempt uses the old object; its failure is checked against this update.
-            self._inflight.add_for_pod(qpi.key, events)
+            self._moves.inflight.add_for_pod(qpi.key, events)
         elif qpi.where == GATED:
             self._requeue_if_admitted(qpi, events[-1].label)
         elif qpi.where == ACTIVE:
@@ -244,7 +222,7 @@ class SchedulingQueue:
                 self._place(qpi, ACTIVE)  # re-push: its heap position depends on priority
         elif qpi.where == UNSCHEDULABLE:
             for ev in events:
-                if self._worth(qpi, ev):
+                if self._moves.worth(qpi, ev):
                     self._requeue_if_admitted(qpi, ev.label)
                     break
         # backoff stays put, as upstream.
@@ -347,7 +325,7 @@ class SchedulingQueue:
                 qpi.initial_attempt_timestamp = now
             qpi.lease_deadline = now + self.inflight_lease
             self._place(qpi, INFLIGHT)
-            self._inflight.popped(qpi.key)
+            self._moves.inflight.popped(qpi.key)
             popped.append(qpi)
         return popped
 
@@ -387,17 +365,7 @@ class SchedulingQueue:
         qpi.backoff_expiry = now + self.backoff_duration(qpi.attempts)
         if nominated_node is not None:
             self._nominate(qpi, nominated_node)  # preemption's ModeOverride
-        events = self._inflight.events_for(key)
-        self._inflight.done(key)
-        # determineSchedulingHintForInFlightPod: an Error, a pod no plugin rejected, an
-        # attempt we know nothing of, or an event during the attempt that may have made
-        # the pod schedulable: retry after backoff. Else wait for an event.
-        if (
-            unschedulable
-            and plugins
-            and events is not None
-            and not any(self._worth(qpi, ev) for ev in events)
-        ):
+        if self._moves.wait_for_event(qpi, unschedulable, plugins):
             self._place(qpi, UNSCHEDULABLE, SCHEDULE_ATTEMPT_FAILURE)
         else:
             self._requeue(qpi, now, SCHEDULE_ATTEMPT_FAILURE)
@@ -432,47 +400,21 @@ class SchedulingQueue:
 
     def _move(self, ev: ObservedEvent, pre_check: PreCheck | None = None) -> int:
         """movePodsToActiveOrBackoffQueue over the candidates of the event."""
-        if self.hints is not None and not self.hints.is_event_of_interest(ev.event):
+        if not self._moves.of_interest(ev.event):
             return 0  # no plugin registered this event: nothing to do, nothing to remember
-        return self._move_pods(ev, self._candidates(ev.event), pre_check)
+        return self._move_pods(ev, self._moves.candidates(self._placements, ev.event), pre_check)
 
     def _move_pods(
         self, ev: ObservedEvent, candidates: list[QueuedPodInfo], pre_check: PreCheck | None
     ) -> int:
         now = self._clock()
-        moved = 0
-        for qpi in candidates:
-            if pre_check is not None and not pre_check(qpi):
-                continue
-            if self._worth(qpi, ev):
-                self._requeue(qpi, now, ev.label)
-                moved += 1
+        chosen = self._moves.select(ev, candidates, pre_check)
+        for qpi in chosen:
+            self._requeue(qpi, now, ev.label)
         self.move_request_cycle = self.scheduling_cycle
-        # A pod in flight may fail later: it must know this event happened meanwhile.
-        self._inflight.add(ev)
-        return moved
+        return len(chosen)
 
-    def _candidates(self, event: ClusterEvent) -> list[QueuedPodInfo]:
-        """Unschedulable pods rejected by a plugin interested in the event, or by none."""
-        interested = None if self.hints is None else self.hints.interested_plugins(event)
-        return self._placements.rejected_by_any(interested)
-
-    def _worth(self, qpi: QueuedPodInfo, ev: ObservedEvent) -> bool:
-        if self.hints is None:
-            return True
-        return self.hints.worth_requeuing(
-            qpi.raw, qpi.unschedulable_plugins, ev, lambda: self._pod_info(qpi)
-        )
-
-    def _pod_info(self, qpi: QueuedPodInfo) -> PodInfo:
-        """The pod parsed for hints, once per version."""
-        info = self._pod_infos.get(qpi.key)
-        if info is None or info.raw is not qpi.raw:
-            info = PodInfo.of(qpi.raw, qpi.raw_seq)
-            self._pod_infos[qpi.key] = info
-        return info
-
-    # --- flushes and leases -----------------------------------------------------
+    # --- flushes (lapsed leases: leases.py) ------------------------------------
 
     def flush_backoff_completed(self) -> int:
         """kube's flushBackoffQCompleted: pods whose backoff expired go to activeQ."""
@@ -495,42 +437,6 @@ class SchedulingQueue:
         if not stale:
             return 0
         return self._move_pods(ObservedEvent(EVENT_UNSCHEDULABLE_TIMEOUT), stale, None)
-
-    def expire_leases(self) -> list[QueuedPodInfo]:
-        """Inflight and binding pods whose worker or binder vanished (or froze): their
-        attempts lapsed. They stay where they are until the service has fenced each
-        lapsed attempt (`requeue_lapsed`): a frozen binder thawing later must find its
-        bind refused, so the pod may not be scheduled again before that. Should the
-        fence never complete (the service died), the lease lapses again."""
-        now = self._clock()
-        expired: list[QueuedPodInfo] = []
-        while (qpi := self._placements.peek(LEASE)) is not None and qpi.lease_deadline < now:
-            qpi.lease_deadline = now + self.inflight_lease
-            self._place(qpi, qpi.where)
-            expired.append(qpi)
-        return expired
-
-    def requeue_lapsed(self, key: str, cycle: int, seq: int | None) -> bool:
-        """The lapsed attempt `cycle` was fenced (the pod's subject is now at `seq`, past
-        anything the attempt could bind): back to activeQ, keeping its turn. False when
-        the attempt was resolved meanwhile (reported, re-popped, or the pod is gone)."""
-        qpi = self._pods.get(key)
-        if qpi is None or qpi.where not in (INFLIGHT, BINDING) or qpi.cycle != cycle:
-            return False
-        if seq is not None and seq > qpi.seq:
-            qpi.seq = seq
-        qpi.lease_deadline = 0.0
-        self._inflight.done(key)
-        self._place(qpi, ACTIVE, LEASE_EXPIRED)
-        return True
-
-    def extend_lapsed(self, key: str, cycle: int) -> None:
-        """The lapsed attempt's pod was bound or deleted meanwhile: wait (a binding lease
-        more) for the watcher to deliver that."""
-        qpi = self._pods.get(key)
-        if qpi is not None and qpi.where in (INFLIGHT, BINDING) and qpi.cycle == cycle:
-            qpi.lease_deadline = self._clock() + self.binding_lease
-            self._place(qpi, qpi.where)
 
     # --- persistence ------------------------------------------------------------
 
@@ -567,9 +473,7 @@ class SchedulingQueue:
     def _place(self, qpi: QueuedPodInfo, where: str, event: str = "") -> None:
         """Put a pod held in _pods into `where` (placement.py). `event` names why, for
         scheduler_queue_incoming_pods_total."""
-        self._placements.place(qpi, where)
-        if event and where in _INCOMING_QUEUE:
-            self.incoming[(_INCOMING_QUEUE[where], event)] += 1
+        self._placements.place(qpi, where, event)
         self.dirty.add(qpi.key)
 
     def _remove(self, key: str) -> None:
@@ -577,7 +481,6 @@ class SchedulingQueue:
         if qpi is None:
             return
         self._placements.remove(qpi)
-        self._inflight.done(key)
+        self._moves.forget(key)
         self.nominator.delete(key)
-        self._pod_infos.pop(key, None)
         self.dirty.add(key)
