@@ -119,8 +119,10 @@ STREAMS: tuple[StreamSpec, ...] = (
     StreamSpec(
         CLUSTER_STREAM,
         [f"{CLUSTER_PREFIX}.>"],
-        max_msgs_per_subject=1,
-        description="cluster state: latest watch event per Node/Pod/PDB subject",
+        # Two, not one: the event before a refused one is what undoing it restores
+        # (services/watcher/undo.py).
+        max_msgs_per_subject=2,
+        description="cluster state: latest watch events per Node/Pod/PDB subject",
     ),
     StreamSpec(
         EVENTS_STREAM,
@@ -146,6 +148,8 @@ STREAMS: tuple[StreamSpec, ...] = (
 ERROR_HEADER = "Ksched-Error"
 # On an error republished cut short (it did not fit beside the reason): its original size.
 TRUNCATED_HEADER = "Ksched-Truncated-From"
+# On the watcher's republish that undoes a refused event: the refused event's sequence.
+UNDO_HEADER = "Ksched-Undo"
 CONTENT_TYPE_HEADER = "Content-Type"
 MSGPACK_CONTENT_TYPE = "application/msgpack"
 EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"

@@ -16,6 +16,7 @@ from nats.aio.msg import Msg
 from services.watcher.outbound import Outbound, object_limit, too_large
 from services.watcher.routing import Informer, Routed, immutable_node_name, move, route
 from services.watcher.takeover import take_over
+from services.watcher.undo import undo_refused
 from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
 from shared.api.models import Pod, PriorityClass
 from shared.api.priority import PriorityClasses, Refused
@@ -154,7 +155,11 @@ class Watcher:
         async def publish() -> None:
             await self.rt.js.publish(error_subject(msg.subject), data, headers=headers)
 
+        async def undo() -> None:
+            await undo_refused(self.rt.js, msg.subject, stream_sequence(msg), msg.headers)
+
         await retry_forever("publish error", publish)
+        await retry_forever("undo the refused event", undo)
 
     async def _deliver(self, out: Outbound) -> dict[int, str]:
         """Hand the batch to cache, then queue, each message retried until accepted;

@@ -104,10 +104,12 @@ class PodTracker:
         try:
             event = json.loads(msg.data)
             obj = event["object"]
-            meta = obj["metadata"]
-            key = object_key(meta.get("namespace") or "", meta["name"])
         except (ValueError, KeyError, TypeError):
             return
+        # The subject names the pod, as the API server's URL does; an object naming
+        # another pod is refused by ksched (and undone), never a pod of its own name.
+        namespace, _, name = msg.subject[len(PODS_PREFIX) + 1 :].partition(".")
+        key = object_key(namespace, name)
         view = self.pods.setdefault(key, PodView())
         node = (obj.get("spec") or {}).get("nodeName") or ""
         if node and node != view.node:

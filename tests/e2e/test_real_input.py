@@ -22,9 +22,11 @@ from nats.js.errors import NotFoundError
 from services.watcher.outbound import object_limit
 from shared.subjects import (
     BIND_SUBJECT,
+    CLUSTER_STREAM,
     ERROR_HEADER,
     ERRORS_STREAM,
     EVENTS_PREFIX,
+    UNDO_HEADER,
     error_subject,
     pod_subject,
 )
@@ -188,8 +190,13 @@ async def test_clearing_a_bound_pods_node_name_is_refused_and_keeps_its_room(
 
     await publish_pod(js, make_pod("waiting", cpu="1"))
     assert await tracker.wait_until(lambda t: "default/waiting" in t.unschedulable(), 30)
-    # The refused update was the subject's last write: ksched wrote nothing after it.
-    assert tracker.pods["default/held"].seq == refused
+    # The refused update was undone: the subject holds the bound pod again, republished
+    # by the watcher after the refused write, and nothing else was written.
+    last = await js.get_last_msg(CLUSTER_STREAM, pod_subject("default", "held"))
+    assert last.seq == refused + 1 or last.seq > refused
+    assert (last.headers or {}).get(UNDO_HEADER) == str(refused)
+    assert json.loads(last.data or b"")["object"]["spec"]["nodeName"] == "only"
+    assert tracker.bound().get("default/held") == "only"
     await publish_pod(js, make_pod("held", cpu="1"), "DELETED")
     assert await tracker.wait_until(lambda t: t.bound().get("default/waiting") == "only", 30)
     reasons = Counter()
@@ -200,6 +207,35 @@ async def test_clearing_a_bound_pods_node_name_is_refused_and_keeps_its_room(
             break
         reasons[json.loads(msg.data)["reason"]] += 1
     assert reasons == {"Scheduled": 1}, reasons
+
+
+async def test_a_refused_object_is_undone_and_never_listed_as_a_pod(
+    stack: LocalStack, client: tuple[NATS, PodTracker]
+) -> None:
+    """An object published on another pod's subject is refused; the watcher undoes it
+    (a DELETED tombstone, since the subject held nothing before), so no reader of the
+    stream takes it for a pod, and the name can then be used as usual."""
+    nc, tracker = client
+    js = nc.jetstream()
+    await publish_node(js, make_node("only", cpu="4"))
+    subject = pod_subject("default", "ghost")
+    refused = await publish_raw(js, subject, {"type": "ADDED", "object": make_pod("other")})
+    reason = await error_reason(js, subject)
+    assert "does not match the subject" in reason, reason
+
+    async def undone() -> bool:
+        last = await js.get_last_msg(CLUSTER_STREAM, subject)
+        return last.seq is not None and last.seq > refused
+
+    assert await eventually(undone, 30)
+    last = await js.get_last_msg(CLUSTER_STREAM, subject)
+    assert (last.headers or {}).get(UNDO_HEADER) == str(refused)
+    assert json.loads(last.data or b"")["type"] == "DELETED"
+    assert await tracker.wait_until(lambda t: "default/ghost" in t.deleted(), 30)
+    assert "default/other" not in tracker.pods
+
+    await publish_pod(js, make_pod("ghost", cpu="1"))
+    assert await tracker.wait_until(lambda t: t.bound().get("default/ghost") == "only", 30)
 
 
 # --- redelivered binds -------------------------------------------------------------------
