@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # docker compose v2 if present, else the v1 CLI
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-.PHONY: venv run test test-unit lint chaos burst secrets up down compose-smoke bench bench-full bench-cycle bench-queue bench-scale bench-baseline clean
+.PHONY: venv run test test-unit lint chaos burst up down compose-smoke bench bench-full bench-cycle bench-queue bench-scale bench-baseline clean
 
 venv: $(STAMP)
 
@@ -41,17 +41,14 @@ burst: venv
 	$(BIN)/python -m shared.tools.burst
 
 ## Production path: Docker Compose.
-secrets:
-	deploy/gen-secrets.sh
-
-up: secrets
+up:
 	$(COMPOSE) up -d --build
 
 down:
 	$(COMPOSE) down -v
 
 ## Build the images, bring the stack up with 2 replicas of every service, schedule a workload, tear down.
-compose-smoke: venv secrets
+compose-smoke: venv
 	COMPOSE="$(COMPOSE)" $(BIN)/python -m tests.smoke.compose_smoke
 
 ## scheduler_perf's six workloads end to end at 500 nodes, worker scaling, baseline (a few minutes).

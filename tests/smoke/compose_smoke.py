@@ -1,5 +1,7 @@
-"""`make compose-smoke`: build the image, run compose.yaml with 2 replicas of every service,
-schedule a small workload through the published NATS port, check it, tear down.
+"""`make compose-smoke`: on a fresh clone of this repository's HEAD (nothing the working
+tree has beyond git), `docker compose up` with 2 replicas of every service, as a user
+runs it; schedule a small workload through the published NATS port as the `publisher`
+user, check it, tear down.
 
 Needs a Docker engine (on a machine without registry access, first run
 ../shared/tools/standin-images.sh as root).
@@ -12,6 +14,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,18 +27,29 @@ from shared.tools.synthetic import make_node, make_pod
 
 PROJECT = "ksched-smoke"
 PUBLISHER_ERRORS: list[str] = []
-PUBLISHER_PASSWORD = Path(__file__).resolve().parents[2] / "deploy" / "secrets" / "nats_publisher"
+REPO = Path(__file__).resolve().parents[2]
 NODES, PODS, TOO_BIG = 10, 200, 10
 
 
+def compose_cmd(*args: str) -> list[str]:
+    return [*shlex.split(os.environ.get("COMPOSE", "docker-compose")), "-p", PROJECT, *args]
+
+
 def compose(*args: str, check: bool = True, env: dict[str, str] | None = None) -> int:
-    cmd = [*shlex.split(os.environ.get("COMPOSE", "docker-compose")), "-p", PROJECT, *args]
+    cmd = compose_cmd(*args)
     print("+", " ".join(cmd), flush=True)
     return subprocess.run(cmd, check=check, env=env).returncode
 
 
-async def drive(port: int) -> None:
-    nc = await connect(f"nats://127.0.0.1:{port}", timeout=120)
+def publisher_password(env: dict[str, str]) -> str:
+    """What a user is told to run: the password the `secrets` service created."""
+    cmd = compose_cmd("exec", "-T", "nats", "cat", "/run/secrets/nats_publisher")
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    return out.strip()
+
+
+async def drive(port: int, password: str) -> None:
+    nc = await connect(f"nats://127.0.0.1:{port}", password, timeout=120)
     try:
         await wait_for_streams(nc, timeout=120)
         tracker = PodTracker()
@@ -118,7 +132,7 @@ async def on_error(err: Exception) -> None:
     PUBLISHER_ERRORS.append(str(err))
 
 
-async def connect(url: str, timeout: float) -> nats.NATS:
+async def connect(url: str, password: str, timeout: float) -> nats.NATS:
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -128,7 +142,7 @@ async def connect(url: str, timeout: float) -> nats.NATS:
                 connect_timeout=2,
                 max_reconnect_attempts=0,
                 user="publisher",  # what compose.yaml's NATS lets a publisher do, no more
-                password=PUBLISHER_PASSWORD.read_text().strip(),
+                password=password,
             )
         except Exception:
             if time.monotonic() > deadline:
@@ -166,15 +180,26 @@ def wait_healthy(timeout: float = 120) -> None:
         time.sleep(2)
 
 
+def fresh_clone(into: str) -> Path:
+    clone = Path(into) / "ksched"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    return clone
+
+
 def main() -> int:
     port = free_port()
     env = {**os.environ, "KSCHED_NATS_PORT": str(port)}
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(fresh_clone(tmp))
+        return run(env, port)
+
+
+def run(env: dict[str, str], port: int) -> int:
     try:
-        compose("build", env=env)
-        check_image_user()
         scale = [f"--scale={name}=2" for name in ("watcher", "queue", "cache", "worker", "binder")]
-        compose("up", "-d", *scale, env=env)
-        asyncio.run(drive(port))
+        compose("up", "-d", "--build", *scale, env=env)  # what README says, nothing before it
+        check_image_user()
+        asyncio.run(drive(port, publisher_password(env)))
         wait_healthy()
         compose("ps", env=env)
         print("compose smoke: OK", flush=True)
