@@ -1,15 +1,22 @@
 """Pod-level resources (spec.resources, KEP-2837): the API server's defaulting, PodRequests
-and PodLimits with them, and the non-zero requests NodeInfo and scoring use."""
+and PodLimits with them, the non-zero requests NodeInfo and scoring use, and the API
+server's validation messages."""
 
 from __future__ import annotations
 
+import copy
+import json
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
+from shared.api.events import BadEvent, decode_cluster_event
+from shared.api.models import Pod, describe_validation_error
+from shared.api.podresources import pod_resources_errors
 from shared.api.resources import (
     DEFAULT_MEMORY_REQUEST,
     PodRequestTotals,
@@ -157,3 +164,140 @@ def test_defaulting_fills_only_what_the_pod_left_out() -> None:
 def test_pod_limits_prefer_pod_level() -> None:
     assert pod_limits(docs_pod()["spec"]) == {"cpu": 1000, "memory": 200 * Mi}
     assert pod_limits(spec(ctr(limits={"cpu": "2"}), requests={"memory": "1Gi"})) == {"cpu": 2000}
+
+
+# --- validation ---------------------------------------------------------------------
+
+
+def test_docs_manifest_is_valid() -> None:
+    assert pod_resources_errors(docs_pod()["spec"]) == []
+    Pod.model_validate(docs_pod())
+
+
+ABOVE_CPU_LIMIT = (
+    'spec.resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1'
+)
+VALIDATION: list[tuple[str, dict[str, Any], list[str]]] = [
+    (
+        "requests below the containers' total",
+        spec(
+            ctr({"cpu": "1", "memory": "6Gi"}),
+            ctr({"cpu": "500m"}),
+            requests={"cpu": "1", "memory": "576Mi"},
+        ),
+        [
+            'spec.resources.requests[cpu]: Invalid value: "1": must be greater than or equal '
+            "to aggregate container requests of 1500m",
+            'spec.resources.requests[memory]: Invalid value: "576Mi": must be greater than or '
+            "equal to aggregate container requests of 6Gi",
+        ],
+    ),
+    (
+        "request above the limit",
+        spec(ctr(), requests={"cpu": "2"}, limits={"cpu": "1"}),
+        [ABOVE_CPU_LIMIT],
+    ),
+    (
+        "defaulted request above the limit (KEP-2837 example 2)",
+        spec(
+            ctr(limits={"memory": "60Gi"}),
+            ctr(limits={"memory": "60Gi"}),
+            limits={"memory": "100Gi"},
+        ),
+        [
+            'spec.resources.requests: Invalid value: "120Gi": must be less than or equal to '
+            "memory limit of 100Gi",
+        ],
+    ),
+    (
+        "container limit above the pod's",
+        spec(ctr(limits={"cpu": "2"}), requests={"cpu": "2"}, limits={"cpu": "1"}),
+        [
+            ABOVE_CPU_LIMIT,
+            'spec.resources.containers[0][cpu].limits: Invalid value: "2": must be less than or '
+            "equal to pod limits of 1",
+        ],
+    ),
+    (
+        "unsupported and non-standard names",
+        spec(
+            ctr(), requests={"ephemeral-storage": "1Gi", "foo": "1"}, limits={"example.com/gpu": 1}
+        ),
+        [
+            'spec.resources.limits[example.com/gpu]: Unsupported value: "example.com/gpu": '
+            'supported values: "cpu", "hugepages-", "memory"',
+            'spec.resources.requests[ephemeral-storage]: Unsupported value: "ephemeral-storage": '
+            'supported values: "cpu", "hugepages-", "memory"',
+            'spec.resources.requests[foo]: Invalid value: "foo": must be a standard resource type '
+            "or fully qualified",
+        ],
+    ),
+    (
+        "claims",
+        {"containers": [ctr()], "resources": {"claims": [{"name": "gpu"}]}},
+        ["spec.resources.claims: Forbidden: claims cannot be set for Resources at pod-level"],
+    ),
+    (
+        "hugepages alone, not whole pages, without a limit",
+        spec(ctr(), requests={"hugepages-2Mi": "3Mi"}),
+        [
+            'spec.resources.requests[hugepages-2Mi]: Invalid value: "3Mi": 3Mi is not positive '
+            "integer multiple of hugepages-2Mi",
+            "spec.resources.limits: Required value: Limit must be set for non overcommitable "
+            "resources",
+            "spec.resources: Forbidden: HugePages require cpu or memory",
+        ],
+    ),
+    (
+        "hugepages request and limit must be equal",
+        spec(ctr(), requests={"cpu": "1", "hugepages-2Mi": "2Mi"}, limits={"hugepages-2Mi": "4Mi"}),
+        [
+            'spec.resources.requests: Invalid value: "2Mi": must be equal to hugepages-2Mi '
+            "limit of 4Mi"
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec_", "errors"), [c[1:] for c in VALIDATION], ids=[c[0] for c in VALIDATION]
+)
+def test_validation_messages(spec_: dict[str, Any], errors: list[str]) -> None:
+    assert pod_resources_errors(spec_) == errors
+
+
+def test_pod_model_refuses_with_the_api_servers_message() -> None:
+    pod = copy.deepcopy(docs_pod())
+    pod["spec"]["resources"]["requests"]["cpu"] = "200m"
+    with pytest.raises(ValidationError) as err:
+        Pod.model_validate(pod)
+    assert describe_validation_error(err.value) == (
+        'spec.resources.requests[cpu]: Invalid value: "200m": must be greater than or equal to '
+        "aggregate container requests of 500m"
+    )
+
+
+def test_bad_pod_level_quantity_names_its_field() -> None:
+    errors = pod_resources_errors(spec(ctr(), requests={"cpu": "abc"}))
+    assert errors == [
+        "spec.resources.requests.cpu: invalid quantity 'abc': must match the Kubernetes "
+        "quantity grammar (e.g. 100m, 1.5Gi, 2e3)"
+    ]
+
+
+def test_the_door_refuses_what_the_api_server_refuses() -> None:
+    subject = "ksched.cluster.pods.pod-resources-example.pod-resources-demo"
+
+    def decode(pod: dict[str, Any]) -> Any:
+        data = json.dumps({"type": "ADDED", "object": pod}).encode()
+        return decode_cluster_event(subject, data, None, 1)
+
+    assert decode(docs_pod()).obj.spec.containers[0].name == "pod-resources-demo-ctr-1"
+    bad = copy.deepcopy(docs_pod())
+    bad["spec"]["resources"]["requests"]["memory"] = "300Mi"
+    with pytest.raises(BadEvent) as info:
+        decode(bad)
+    assert str(info.value) == (
+        'spec.resources.requests: Invalid value: "300Mi": must be less than or equal to memory '
+        "limit of 200Mi"
+    )
