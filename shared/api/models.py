@@ -22,7 +22,6 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from shared.api.podresources import check_pod_resources
 from shared.api.quantity import QuantityError, parse_nonnegative
 from shared.api.validation import int32, is_dns1123_label, is_dns1123_subdomain
 
@@ -291,15 +290,6 @@ class Pod(K8sModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: PodSpec = Field(default_factory=PodSpec)
     status: PodStatus = Field(default_factory=PodStatus)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _pod_level_resources(cls, raw: Any) -> Any:
-        # spec.resources is read from the raw spec, where resources.py reads it too.
-        spec = raw.get("spec") if isinstance(raw, dict) else None
-        if isinstance(spec, dict) and spec.get("resources") is not None:
-            check_pod_resources(spec)
-        return raw
 
     @model_validator(mode="after")
     def _defaults_and_names(self) -> Pod:

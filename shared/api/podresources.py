@@ -9,6 +9,9 @@ request covers what the containers request together, and that no container's lim
 exceeds the pod's. As upstream, the pod is checked as the API server's defaulting
 left it (resources.pod_level_resources), and quantities are quoted back in their
 canonical form. Go walks the maps in random order; names are sorted here.
+
+Checked where pods enter ksched (the door, shared/api/events.py, and `ksched apply`),
+as names and labels are; internal paths and test vectors carry pods as given.
 """
 
 from __future__ import annotations
@@ -71,13 +74,6 @@ _STANDARD_RESOURCES = frozenset(
     }
 )
 _QOS_RESOURCES = frozenset({"cpu", "memory"})
-
-
-def check_pod_resources(spec: Mapping[str, Any]) -> None:
-    """Raise ValueError with the API server's messages if spec.resources is invalid."""
-    errors = pod_resources_errors(spec)
-    if errors:
-        raise ValueError("; ".join(errors))
 
 
 def pod_resources_errors(spec: Mapping[str, Any]) -> list[str]:

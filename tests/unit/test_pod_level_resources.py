@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import ValidationError
 
 from shared.api.events import BadEvent, decode_cluster_event
-from shared.api.models import Pod, describe_validation_error
+from shared.api.models import Pod
 from shared.api.podresources import pod_resources_errors
 from shared.api.resources import (
     DEFAULT_MEMORY_REQUEST,
@@ -25,6 +24,8 @@ from shared.api.resources import (
     pod_request_totals,
     pod_requests,
 )
+from shared.tools.cli.apply import Current, plan
+from shared.tools.cli.manifests import ManifestError, parse_manifests
 from tests.builders import make_container as ctr
 from tests.builders import requirements
 
@@ -266,17 +267,6 @@ def test_validation_messages(spec_: dict[str, Any], errors: list[str]) -> None:
     assert pod_resources_errors(spec_) == errors
 
 
-def test_pod_model_refuses_with_the_api_servers_message() -> None:
-    pod = copy.deepcopy(docs_pod())
-    pod["spec"]["resources"]["requests"]["cpu"] = "200m"
-    with pytest.raises(ValidationError) as err:
-        Pod.model_validate(pod)
-    assert describe_validation_error(err.value) == (
-        'spec.resources.requests[cpu]: Invalid value: "200m": must be greater than or equal to '
-        "aggregate container requests of 500m"
-    )
-
-
 def test_bad_pod_level_quantity_names_its_field() -> None:
     errors = pod_resources_errors(spec(ctr(), requests={"cpu": "abc"}))
     assert errors == [
@@ -300,4 +290,17 @@ def test_the_door_refuses_what_the_api_server_refuses() -> None:
     assert str(info.value) == (
         'spec.resources.requests: Invalid value: "300Mi": must be less than or equal to memory '
         "limit of 200Mi"
+    )
+
+
+def test_apply_refuses_what_the_api_server_refuses() -> None:
+    text = MANIFEST.read_text()
+    (applied,) = plan(parse_manifests(text, "pod-level-resources.yaml"), Current(), "")
+    assert [a.obj["metadata"]["name"] for a in applied.actions] == ["pod-resources-demo"]
+    bad = text.replace('cpu: "0.5"\n        memory: "100Mi"', 'cpu: "2"\n        memory: "100Mi"')
+    with pytest.raises(ManifestError) as err:
+        plan(parse_manifests(bad, "bad.yaml"), Current(), "")
+    assert str(err.value) == (
+        'bad.yaml: document 0: spec.resources.containers[0][cpu].limits: Invalid value: "2": '
+        "must be less than or equal to pod limits of 1"
     )
