@@ -103,10 +103,8 @@ def _name_errors(resources: dict[str, Any]) -> list[str]:
     errors = []
     for kind in ("limits", "requests"):
         amounts = resources.get(kind) or {}
-        if not isinstance(amounts, dict):
-            errors.append(f"{PATH}.{kind}: must be a map of resource name to quantity")
-            continue
-        errors += [e for name in sorted(amounts) for e in _pod_resource_name_errors(kind, name)]
+        if isinstance(amounts, dict):  # else parsing the amounts says what is wrong
+            errors += [e for n in sorted(amounts) for e in _pod_resource_name_errors(kind, n)]
     return errors
 
 

@@ -304,3 +304,12 @@ def test_apply_refuses_what_the_api_server_refuses() -> None:
         'bad.yaml: document 0: spec.resources.containers[0][cpu].limits: Invalid value: "2": '
         "must be less than or equal to pod limits of 1"
     )
+
+
+def test_a_malformed_spec_resources_is_reported_once() -> None:
+    assert pod_resources_errors({"resources": {"requests": ["cpu"]}}) == [
+        "spec.resources.requests: must be a map of resource name to quantity"
+    ]
+    assert pod_resources_errors({"resources": "1"}) == [
+        "spec.resources: must be an object with requests and limits"
+    ]
