@@ -15,7 +15,16 @@ from shared.framework.types import NodeInfo, PodInfo
 from shared.podgroups import MIN_AVAILABLE_ANNOTATION, POD_GROUP_LABEL
 from shared.tools.synthetic import HOSTNAME, ZONE, add_anti_affinity, add_spread
 
-__all__ = ["HOSTNAME", "ZONE", "NodeBuilder", "PodBuilder", "make_node", "make_pod"]
+__all__ = [
+    "HOSTNAME",
+    "ZONE",
+    "NodeBuilder",
+    "PodBuilder",
+    "make_container",
+    "make_node",
+    "make_pod",
+    "requirements",
+]
 
 
 class PodBuilder:
@@ -151,6 +160,38 @@ class NodeBuilder:
         info = NodeInfo(self._obj["metadata"]["name"])
         info.set_node(self.obj())
         return info
+
+
+def requirements(
+    requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A ResourceRequirements object with the parts given (a container's or the pod's)."""
+    resources: dict[str, Any] = {}
+    if requests is not None:
+        resources["requests"] = requests
+    if limits is not None:
+        resources["limits"] = limits
+    return resources
+
+
+def make_container(
+    requests: dict[str, Any] | None = None,
+    limits: dict[str, Any] | None = None,
+    *,
+    sidecar: bool = False,
+    ports: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A container with these requests and limits; `sidecar`: a restartable init container."""
+    container: dict[str, Any] = {
+        "name": "c",
+        "image": "i",
+        "resources": requirements(requests, limits),
+    }
+    if sidecar:
+        container["restartPolicy"] = "Always"
+    if ports is not None:
+        container["ports"] = ports
+    return container
 
 
 def make_pod(name: str, namespace: str = "default") -> PodBuilder:

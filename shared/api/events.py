@@ -27,6 +27,7 @@ from shared.api.models import (
     validate_subdomain,
 )
 from shared.api.pdb import PodDisruptionBudget
+from shared.api.podresources import pod_resources_errors
 from shared.api.validation import SHOWN_MAX, go_escape, go_quote, label_errors, show_number
 from shared.subjects import (
     NODES_PREFIX,
@@ -132,6 +133,8 @@ def decode_cluster_event(
     except ValueError as err:
         raise BadEvent(str(err)) from None
     _validate_labels(obj)
+    if isinstance(obj, Pod):
+        _validate_pod_resources(raw)
     _check_packable(raw)
     return ClusterEvent(ref.kind, etype, obj, raw, subject, seq)
 
@@ -154,6 +157,13 @@ def _validate_labels(obj: ClusterObject) -> None:
     errors = label_errors(obj.metadata.labels, "metadata.labels")
     if isinstance(obj, Pod):
         errors += label_errors(obj.spec.node_selector, "spec.nodeSelector")
+    if errors:
+        raise BadEvent("; ".join(errors))
+
+
+def _validate_pod_resources(raw: dict[str, Any]) -> None:
+    """spec.resources (pod-level resources), as the API server validates it."""
+    errors = pod_resources_errors(raw.get("spec") or {})
     if errors:
         raise BadEvent("; ".join(errors))
 

@@ -177,3 +177,46 @@ def format_quantity(q: Fraction) -> str:
     sign, digits = ("-" if q < 0 else ""), str(abs(q.numerator) * 10**places // q.denominator)
     digits = digits.rjust(places + 1, "0")
     return f"{sign}{digits[:-places]}.{digits[-places:]}".rstrip("0").rstrip(".")
+
+
+# --- Quantity.String() ----------------------------------------------------------
+# The API server quotes quantities back in their canonical form, which keeps the
+# notation family the value was written in: "1.5" -> "1500m", "1536Mi" -> "1536Mi".
+
+BINARY_SI, DECIMAL_SI, DECIMAL_EXPONENT = "BinarySI", "DecimalSI", "DecimalExponent"
+_BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+_DECIMAL_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T"}
+_DECIMAL_SUFFIXES |= {15: "P", 18: "E"}
+_NANO = 10**9
+
+
+def quantity_format(value: str | int | float) -> str:
+    """The Format Go's parser gives `value`: by its suffix (a JSON number is DecimalSI)."""
+    suffix = _NUMBER.fullmatch(str(value).strip())
+    text = suffix["suffix"] if suffix else ""
+    if text in _BINARY_SI:
+        return BINARY_SI
+    return DECIMAL_EXPONENT if text[:1] in ("e", "E") else DECIMAL_SI
+
+
+def quantity_string(q: Fraction, fmt: str = DECIMAL_SI) -> str:
+    """resource.Quantity.String() of `q` held in format `fmt` (CanonicalizeBytes)."""
+    if q == 0:
+        return "0"
+    sign = "-" if q < 0 else ""
+    q = abs(q)
+    if fmt == BINARY_SI and q >= 1024 and q.denominator == 1:
+        number, power = q.numerator, 0
+        while number % 1024 == 0 and power < len(_BINARY_SUFFIXES) - 1:
+            number, power = number // 1024, power + 1
+        return f"{sign}{number}{_BINARY_SUFFIXES[power]}"
+    # Go keeps at most nano precision, rounding up when parsing.
+    nanos = math.ceil(q * _NANO)
+    number, exponent = nanos, -9
+    while number % 10 == 0:
+        number, exponent = number // 10, exponent + 1
+    shift = exponent % 3  # an exponent that is a multiple of 3, the mantissa an integer
+    number, exponent = number * 10**shift, exponent - shift
+    if fmt == DECIMAL_EXPONENT or exponent not in _DECIMAL_SUFFIXES:
+        return f"{sign}{number}" + (f"e{exponent}" if exponent else "")
+    return f"{sign}{number}{_DECIMAL_SUFFIXES[exponent]}"

@@ -9,7 +9,7 @@ Go measures strings in bytes: so do the length limits here.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
@@ -211,3 +211,21 @@ def go_escape(ch: str) -> str:
 def invalid(path: str, shown: str, detail: str) -> str:
     """field.Invalid(path, value, detail).Error(); `shown` is the value as Go prints it."""
     return f"{path}: Invalid value: {shown}: {detail}"
+
+
+def not_supported(path: str, value: str, supported: Sequence[str] = ()) -> str:
+    """field.NotSupported(path, value, supported).Error()."""
+    msg = f"{path}: Unsupported value: {go_quote(value)}"
+    if supported:
+        msg += ": supported values: " + ", ".join(go_quote(s) for s in supported)
+    return msg
+
+
+def required(path: str, detail: str = "") -> str:
+    """field.Required(path, detail).Error()."""
+    return f"{path}: Required value" + (f": {detail}" if detail else "")
+
+
+def forbidden(path: str, detail: str) -> str:
+    """field.Forbidden(path, detail).Error()."""
+    return f"{path}: Forbidden: {detail}"

@@ -25,6 +25,7 @@ from shared.api.validation import (
     go_quote,
     invalid,
     label_value_errors,
+    not_supported,
     qualified_name_errors,
 )
 
@@ -53,14 +54,6 @@ def _go_strings(values: Sequence[str]) -> str:
 
 def _child(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
-
-
-def not_supported(path: str, value: str, supported: Sequence[str] = ()) -> str:
-    """field.NotSupported(path, value, supported).Error()."""
-    msg = f"{path}: Unsupported value: {go_quote(value)}"
-    if supported:
-        msg += ": supported values: " + ", ".join(go_quote(s) for s in supported)
-    return msg
 
 
 def aggregate(errors: Iterable[str]) -> str:

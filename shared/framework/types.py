@@ -13,7 +13,7 @@ from typing import Any
 
 from shared.api.models import Node, Pod, key_of, parse_pod
 from shared.api.quantity import parse_nonnegative, resource_amount
-from shared.api.resources import pod_host_ports, pod_requests_and_nonzero
+from shared.api.resources import pod_host_ports, pod_request_totals
 from shared.wire import pack, unpack
 
 HostPort = tuple[str, str, int]  # (hostIP, protocol, port)
@@ -24,17 +24,22 @@ class PodResources:
     """What a pod takes from a node; computed once per pod version."""
 
     requests: dict[str, int]  # cpu in millicores, everything else in units
-    nonzero_cpu: int  # with kube-scheduler's defaults for pods that request none
+    nonzero_cpu: int  # with kube-scheduler's defaults for requests left out (NodeInfo's)
     nonzero_memory: int
+    # The same as scoring asks it of the pod being placed; differs from nonzero_* only
+    # for some pods with pod-level requests (PodRequestTotals.scored).
+    scored_cpu: int
+    scored_memory: int
     host_ports: tuple[HostPort, ...] = ()
 
     @classmethod
     def of(cls, raw_pod: dict[str, Any]) -> PodResources:
         """Pods of one template share their containers: computed once per distinct
-        (containers, initContainers, overhead), which exact Fraction sums make dear."""
+        (containers, initContainers, overhead, resources), which exact Fraction sums
+        make dear."""
         spec = raw_pod.get("spec") or {}
         try:
-            key = pack((spec.get("containers"), spec.get("initContainers"), spec.get("overhead")))
+            key = pack(tuple(spec.get(field) for field in _RESOURCE_FIELDS))
         except (TypeError, ValueError):  # not plain data: computed (and rejected) below
             return cls._compute(spec)
         known = _RESOURCES.get(key)
@@ -47,10 +52,12 @@ class PodResources:
 
     @classmethod
     def _compute(cls, spec: dict[str, Any]) -> PodResources:
-        requests, (cpu, memory) = pod_requests_and_nonzero(spec)
-        return cls(requests, cpu, memory, tuple(pod_host_ports(spec)))
+        totals = pod_request_totals(spec)
+        return cls(totals.requests, *totals.nonzero, *totals.scored, tuple(pod_host_ports(spec)))
 
 
+# The spec fields a pod's resources are computed from.
+_RESOURCE_FIELDS = ("containers", "initContainers", "overhead", "resources")
 _RESOURCES: dict[bytes, PodResources] = {}  # shared: callers never mutate a PodResources
 _RESOURCES_MAX = 4096
 
@@ -176,6 +183,7 @@ _SLIM_SPEC = (
     "containers",
     "initContainers",
     "overhead",
+    "resources",
     "tolerations",
     "nodeSelector",
 )

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from shared.api.models import NodeAffinity as NodeAffinityTerms
 from shared.api.models import NodeSelector, NodeSelectorTerm, describe_validation_error
+from shared.api.validation import not_supported
 from shared.config import ConfigError
 from shared.framework.columns import (
     BoolArray,
@@ -49,7 +50,6 @@ from shared.framework.selectors import (
     ParsedNodeSelector,
     PreferredTerms,
     aggregate,
-    not_supported,
     parse_node_selector,
     parse_preferred_terms,
 )

@@ -116,6 +116,11 @@ def pod_object(c: Chooser, i: int) -> dict[str, Any]:
         spec["tolerations"] = c.some(TOLERATIONS, 2)
     if c.integer(0, 3) == 0:
         spec["nodeSelector"] = {"disk": c.one(["ssd", "hdd"])}
+    if c.integer(0, 3) == 0:  # pod-level requests in place of the containers'
+        level = {"cpu": c.one(["100m", "1", "3"])}
+        if c.flag():
+            level["memory"] = c.one(["0", "1Gi"])
+        spec["resources"] = {"requests": level}
     affinity = {"nodeAffinity": node_affinity_object(c)}
     for kind in ("podAffinity", "podAntiAffinity"):
         if c.integer(0, 3) == 0:

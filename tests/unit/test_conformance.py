@@ -1,4 +1,5 @@
-"""Every vector in ../shared/conformance (kube-scheduler's plugin tests) must pass."""
+"""Every vector in ../shared/conformance (kube-scheduler's plugin tests) must pass, and
+those this repository ports itself (tests/unit/data/conformance, the same layout)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ ROOT = Path(
         Path(__file__).resolve().parents[2] / ".." / "shared" / "conformance",
     )
 ).resolve()
+OWN = Path(__file__).resolve().parent / "data" / "conformance"
 
 
 def _cases() -> list:  # type: ignore[type-arg]
@@ -23,7 +25,8 @@ def _cases() -> list:  # type: ignore[type-arg]
         raise RuntimeError(f"conformance vectors not found at {ROOT} (set KSCHED_CONFORMANCE_DIR)")
     return [
         pytest.param(doc, i, file, id=f"{file}[{i}] {doc['cases'][i].get('name', '')}")
-        for file, doc in load_dir(ROOT)
+        for root in (ROOT, OWN)
+        for file, doc in load_dir(root)
         for i in range(len(doc["cases"]))
     ]
 

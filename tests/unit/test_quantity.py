@@ -14,6 +14,8 @@ from shared.api.quantity import (
     milli_value,
     parse_nonnegative,
     parse_quantity,
+    quantity_format,
+    quantity_string,
     resource_amount,
 )
 
@@ -243,3 +245,38 @@ def test_format_quantity(q: Fraction, text: str) -> None:
 )
 def test_format_round_trips(q: Fraction) -> None:
     assert parse_quantity(format_quantity(q)) == q
+
+
+# Quantity.String(): the canonical text the API server quotes values back in.
+GO_STRINGS: list[tuple[str, str]] = [
+    ("0", "0"),
+    ("1", "1"),
+    ("0.5", "500m"),
+    ("1.5", "1500m"),
+    ("1500", "1500"),
+    ("2000", "2k"),
+    ("1e3", "1e3"),
+    ("1500e0", "1500"),
+    ("100Mi", "100Mi"),
+    ("1536Mi", "1536Mi"),
+    ("6Gi", "6Gi"),
+    ("1024Mi", "1Gi"),
+    ("512Ki", "512Ki"),
+    ("0.5Ki", "512"),  # below 1024 a binary quantity shows in decimal
+    ("1.5Mi", "1536Ki"),
+    ("0.1n", "1n"),  # Go keeps nano precision, rounding up
+    (".3", "300m"),
+    ("-2Gi", "-2Gi"),
+]
+
+
+@pytest.mark.parametrize(("text", "shown"), GO_STRINGS, ids=[t for t, _ in GO_STRINGS])
+def test_quantity_string(text: str, shown: str) -> None:
+    assert quantity_string(parse_quantity(text), quantity_format(text)) == shown
+
+
+def test_quantity_string_of_a_sum_keeps_the_first_format() -> None:
+    total = parse_quantity("100Mi") + parse_quantity("50Mi")
+    assert quantity_string(total, quantity_format("100Mi")) == "150Mi"
+    assert quantity_string(parse_quantity("1") + parse_quantity("0.5")) == "1500m"
+    assert quantity_format(1024) == quantity_format(0.5) == "DecimalSI"

@@ -13,32 +13,13 @@ from shared.api.resources import (
     container_requests,
     pod_host_ports,
     pod_nonzero_requests,
+    pod_request_totals,
     pod_requests,
-    pod_requests_and_nonzero,
 )
+from tests.builders import make_container as ctr
 
 Mi = 1024 * 1024
 Gi = 1024 * Mi
-
-
-def ctr(
-    requests: dict[str, Any] | None = None,
-    limits: dict[str, Any] | None = None,
-    *,
-    sidecar: bool = False,
-    ports: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    resources: dict[str, Any] = {}
-    if requests is not None:
-        resources["requests"] = requests
-    if limits is not None:
-        resources["limits"] = limits
-    container: dict[str, Any] = {"name": "c", "image": "i", "resources": resources}
-    if sidecar:
-        container["restartPolicy"] = "Always"
-    if ports is not None:
-        container["ports"] = ports
-    return container
 
 
 CONTAINER_CASES: list[tuple[str, dict[str, Any], dict[str, int]]] = [
@@ -288,4 +269,8 @@ def test_requests_and_nonzero_from_one_parse(
     spec: dict[str, Any], expected: tuple[int, int]
 ) -> None:
     """What PodResources uses: both aggregations from one parse, as each alone."""
-    assert pod_requests_and_nonzero(spec) == (pod_requests(spec), expected)
+    assert (t := pod_request_totals(spec)) and (t.requests, t.nonzero, t.scored) == (
+        pod_requests(spec),
+        expected,
+        expected,
+    )

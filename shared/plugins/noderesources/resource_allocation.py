@@ -57,9 +57,9 @@ class ResourceAllocationScorer:
 
     def _pod_request(self, pod: PodInfo, name: str) -> int:
         if not self.use_requested and name == CPU:
-            return pod.resources.nonzero_cpu
+            return pod.resources.scored_cpu
         if not self.use_requested and name == MEMORY:
-            return pod.resources.nonzero_memory
+            return pod.resources.scored_memory
         return pod.resources.requests.get(name, 0)
 
     def allocatable_and_requested(

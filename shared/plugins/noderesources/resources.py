@@ -7,6 +7,7 @@ framework.Resource keeps cpu, memory, ephemeral-storage and the scalar resources
 
 from __future__ import annotations
 
+from shared.api.resources import HUGEPAGES_PREFIX
 from shared.api.validation import qualified_name_errors
 
 CPU = "cpu"
@@ -23,7 +24,6 @@ def insufficient_reason(resource: str) -> str:
 
 _RESOURCE_DEFAULT_NAMESPACE_PREFIX = "kubernetes.io/"
 _DEFAULT_RESOURCE_REQUESTS_PREFIX = "requests."
-_HUGEPAGES_PREFIX = "hugepages-"
 _ATTACHABLE_VOLUMES_PREFIX = "attachable-volumes-"
 
 
@@ -49,7 +49,7 @@ def is_scalar_resource_name(name: str) -> bool:
     """The names framework.Resource keeps in ScalarResources; others are not accounted."""
     return (
         is_extended_resource_name(name)
-        or name.startswith(_HUGEPAGES_PREFIX)
+        or name.startswith(HUGEPAGES_PREFIX)
         or is_prefixed_native_resource(name)
         or name.startswith(_ATTACHABLE_VOLUMES_PREFIX)
     )

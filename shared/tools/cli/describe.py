@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shared.api.podstatus import scheduler_name
+from shared.api.resources import pod_limits as spec_limits
 from shared.api.resources import pod_requests
 from shared.framework.types import allocatable_of
 from shared.tools.cli.tables import NONE, age, node_roles, pod_status, render_table
@@ -32,18 +33,8 @@ def percent(used: int, total: int) -> str:
 
 
 def pod_limits(pod: dict[str, Any]) -> dict[str, int]:
-    """Limits summed like requests (kube's PodLimits), reusing the requests arithmetic."""
-    spec = dict(pod.get("spec") or {})
-    for key in ("containers", "initContainers"):
-        spec[key] = [
-            {
-                **c,
-                "resources": {"requests": ((c.get("resources") or {}).get("limits") or {})},
-            }
-            for c in spec.get(key) or []
-        ]
-    spec.pop("overhead", None)
-    return pod_requests(spec)
+    """Limits summed like requests (kube's PodLimits, pod-level limits included)."""
+    return spec_limits(pod.get("spec") or {})
 
 
 def field_lines(pairs: Sequence[tuple[str, str | list[str]]], indent: int = 0) -> list[str]:

@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from shared.api.models import Node, Pod, describe_validation_error, validate_subdomain
+from shared.api.podresources import pod_resources_errors
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.nodeaffinity import required_node_affinity_matches
 from shared.plugins.tainttoleration import tolerates_hard_taints
@@ -248,9 +249,13 @@ def _count(m: Manifest, spec: dict[str, Any], field: str, default: int) -> int:
 def validate_pod(m: Manifest, pod: dict[str, Any]) -> Pod:
     _check_name(m, pod)
     try:
-        return Pod.model_validate(pod)
+        model = Pod.model_validate(pod)
     except ValidationError as err:
         raise m.error(describe_validation_error(err)) from None
+    errors = pod_resources_errors(pod.get("spec") or {})
+    if errors:
+        raise m.error("; ".join(errors))
+    return model
 
 
 def validate_node(m: Manifest, node: dict[str, Any]) -> Node:

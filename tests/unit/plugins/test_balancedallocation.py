@@ -100,3 +100,19 @@ def test_score(args: dict[str, Any], requests: dict[str, str], want: int) -> Non
     assert plugin_.pre_score(state, p, [n]).ok
     assert plugin_.score(state, p, n) == (want, ba.SUCCESS)
     assert plugin_.score(CycleState(), p, n) == (want, ba.SUCCESS)
+
+
+def test_pod_level_requests_are_balanced_and_not_best_effort() -> None:
+    # No container requests anything, the pod does: not skipped as best-effort, and
+    # fractions 1/4 (cpu) and 1/4 (memory) balance perfectly.
+    raw = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [{"name": "c"}],
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+        },
+    }
+    p, n, state = PodInfo.of(raw), node({"cpu": "4", "memory": "4Gi"}), CycleState()
+    plugin_ = plugin()
+    assert plugin_.pre_score(state, p, [n]).ok
+    assert plugin_.score(state, p, n) == (100, ba.SUCCESS)

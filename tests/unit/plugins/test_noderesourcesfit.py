@@ -301,3 +301,91 @@ def test_events_to_register() -> None:
         ClusterEvent("Node", "Add"),
         ClusterEvent("Node", "UpdateNodeAllocatable"),
     }
+
+
+# --- pod-level resources (spec.resources) -----------------------------------------
+
+
+def level_pod(
+    name: str = "p", containers: list[dict[str, str]] | None = None, **requests: str
+) -> PodInfo:
+    """A pod with pod-level `requests` and containers requesting `containers` (one each)."""
+    spec = {
+        "containers": [
+            {"name": f"c{i}", "resources": {"requests": r}}
+            for i, r in enumerate(containers or [{}])
+        ],
+        "resources": {"requests": requests},
+    }
+    return PodInfo.of({"metadata": {"name": name, "uid": name}, "spec": spec})
+
+
+RTCR_RISING = rtcr((0, 0), (100, 10), resources=[{"name": "cpu"}, {"name": "memory"}])
+
+
+@pytest.mark.parametrize(
+    ("args", "want"),
+    [
+        # Requested 1 cpu and 1Gi of 4 and 4Gi: the pod's, not its container's 500m.
+        ({}, 75),
+        ({"scoringStrategy": {"type": "MostAllocated"}}, 25),
+        (RTCR_RISING, 25),
+    ],
+    ids=["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"],
+)
+def test_strategies_score_pod_level_requests(args: dict[str, Any], want: int) -> None:
+    p = level_pod(containers=[{"cpu": "500m"}], cpu="1", memory="1Gi")
+    assert score(args, p, node({"cpu": "4", "memory": "4Gi"})) == want
+
+
+def test_scoring_defaults_each_container_missing_a_request_the_pod_level_leaves_out() -> None:
+    # calculatePodResourceRequest: 500m + the 100m default of the second container,
+    # though NodeInfo counts this pod as 500m (calculateResource defaults no cpu here).
+    p = level_pod(containers=[{"cpu": "500m"}, {}], memory="1Gi")
+    n = node({"cpu": "1", "memory": "2Gi"})
+    assert score({}, p, n) == ((1000 - 600) * 100 // 1000 + 50) // 2
+    n.add_pod(p)
+    assert (n.nonzero_cpu, n.requested["cpu"]) == (500, 500)
+
+
+def test_filter_checks_pod_level_requests() -> None:
+    n = node({"cpu": "900m", "memory": "4Gi"})
+    docs_like = level_pod(containers=[{"cpu": "500m", "memory": "50Mi"}, {}], cpu="1")
+    assert filter_status(plugin(), docs_like, n) == (
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        ["Insufficient cpu"],
+    )
+    assert (
+        filter_status(plugin(), docs_like, node({"cpu": "1", "memory": "4Gi"}))[0] == Code.SUCCESS
+    )
+
+
+# Test_isSchedulableAfterPodChange, its pod-level cases (InPlacePodVerticalScaling on).
+@pytest.mark.parametrize(
+    ("target", "old", "new", "queue"),
+    [
+        # skip-queue-on-other-pod-unrelated-pod-level-resource-scaled-down
+        (("pod1", {"cpu": "1"}), ("pod2", {"memory": "2"}), ("pod2", {"memory": "1"}), False),
+        # queue-on-other-pod-some-pod-level-resource-scale-down
+        (("pod1", {"cpu": "1"}), ("pod2", {"cpu": "2"}), ("pod2", {"cpu": "1"}), True),
+        # queue-on-target-pod-some-pod-level-resource-scale-down
+        (("pod1", {"cpu": "1"}), ("pod1", {"cpu": "2"}), ("pod1", {"cpu": "1"}), True),
+    ],
+)
+def test_pod_level_scale_down_hints(
+    target: tuple[str, dict[str, str]],
+    old: tuple[str, dict[str, str]],
+    new: tuple[str, dict[str, str]],
+    queue: bool,
+) -> None:
+    def made(name: str, requests: dict[str, str], bound: bool) -> PodInfo:
+        spec: dict[str, Any] = {"resources": {"requests": requests}}
+        if bound:
+            spec["nodeName"] = "fake"
+        return PodInfo.of({"metadata": {"name": name, "uid": name}, "spec": spec})
+
+    other = old[0] != target[0]  # upstream binds the other pod to "fake", not the target
+    hint = plugin().is_schedulable_after_pod_event(
+        made(*target, bound=False), made(*old, bound=other), made(*new, bound=other)
+    )
+    assert hint is queue
