@@ -121,7 +121,7 @@ class Case:
 
 CREATE = "create pending"  # `ksched create -f` with generateName
 SERVICES = "Services pending"  # live Services/StatefulSets, other kinds skipped
-VALIDATION = "validation pending"  # the API server's validation and its messages
+VALIDATION = "validation pending: the API server's enum message"
 
 
 def perf(
@@ -312,7 +312,7 @@ CASES = [
         ),
         "no StorageClass my-storage-class: www-web-0 stays unbound (immediate binding); "
         "OrderedReady makes web-1 only once web-0 is Ready",
-        pending=SERVICES,
+        pending=f"{SERVICES}; then ksched has no PersistentVolumeClaims, nor OrderedReady",
     ),
     Case(
         "zookeeper.yaml",
@@ -346,8 +346,9 @@ CASES = [
             "(10) must not be provided in pod spec; priority admission controller "
             "computed 0 from the given PriorityClass name",
         ),
-        "Priority admission computes 0 (no class, no globalDefault) and refuses a stated "
-        "other value; scheduler_perf's API server runs without that plugin",
+        "Priority admission (on by default) computes 0: no class, no globalDefault; a "
+        "stated other value is refused",
+        pending=f"{CREATE}; then ksched keeps a priority stated without a class",
     ),
     perf("pod-low-priority.yaml", Expected(BOUND), "900m fits any node"),
     perf(
