@@ -88,6 +88,7 @@ class PodTracker:
     """Follows every pod subject of the cluster stream (replaying the current state first)."""
 
     pods: dict[str, PodView] = field(default_factory=dict)
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)  # each pod's latest
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self, nc: NATS) -> None:
@@ -111,6 +112,7 @@ class PodTracker:
         namespace, _, name = msg.subject[len(PODS_PREFIX) + 1 :].partition(".")
         key = object_key(namespace, name)
         view = self.pods.setdefault(key, PodView())
+        self.objects[key] = obj
         node = (obj.get("spec") or {}).get("nodeName") or ""
         if node and node != view.node:
             view.bind_count += 1
