@@ -118,9 +118,21 @@ def require_kind(kind: str, expected: str) -> None:
 # --- selectors and affinity ---------------------------------------------------
 
 
+# Enumerations, each listed in the order the API server's messages list them
+# (shared/api/pod_validation.py refuses other values with those messages).
+LabelSelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
+NodeSelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+TolerationOperator = Literal["Equal", "Exists"]
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+UnsatisfiableConstraintAction = Literal["DoNotSchedule", "ScheduleAnyway"]
+NodeInclusionPolicy = Literal["Honor", "Ignore"]
+Protocol = Literal["SCTP", "TCP", "UDP"]
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
+
+
 class LabelSelectorRequirement(K8sModel):
     key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    operator: LabelSelectorOperator
     values: list[str] = Field(default_factory=list)
 
 
@@ -131,7 +143,7 @@ class LabelSelector(K8sModel):
 
 class NodeSelectorRequirement(K8sModel):
     key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    operator: NodeSelectorOperator
     values: list[str] = Field(default_factory=list)
 
 
@@ -187,20 +199,21 @@ class Affinity(K8sModel):
 
 class Toleration(K8sModel):
     key: str = ""
-    operator: Literal["Exists", "Equal"] = "Equal"
+    operator: TolerationOperator = "Equal"
     value: str = ""
-    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+    effect: TaintEffect | Literal[""] = ""  # empty: every effect
     toleration_seconds: int | None = None
 
 
 class TopologySpreadConstraint(K8sModel):
-    max_skew: int = Field(ge=1)
+    # Ranges (maxSkew, minDomains) are checked at the door: shared/api/scheduling_validation.py
+    max_skew: int
     topology_key: str
-    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
+    when_unsatisfiable: UnsatisfiableConstraintAction
     label_selector: LabelSelector | None = None
-    min_domains: int | None = Field(default=None, ge=1)
-    node_affinity_policy: Literal["Honor", "Ignore"] | None = None
-    node_taints_policy: Literal["Honor", "Ignore"] | None = None
+    min_domains: int | None = None
+    node_affinity_policy: NodeInclusionPolicy | None = None
+    node_taints_policy: NodeInclusionPolicy | None = None
     match_label_keys: list[str] = Field(default_factory=list)
 
 
@@ -220,9 +233,10 @@ class ResourceRequirements(K8sModel):
 
 
 class ContainerPort(K8sModel):
-    container_port: int = Field(default=0, ge=0, le=65535)
-    host_port: int = Field(default=0, ge=0, le=65535)
-    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    # Port ranges are checked at the door: shared/api/pod_validation.py
+    container_port: int = 0
+    host_port: int = 0
+    protocol: Protocol = "TCP"
     host_ip: str = Field(default="", alias="hostIP")
 
 
@@ -243,7 +257,7 @@ class PodSpec(K8sModel):
     node_name: str = ""
     priority: int = 0
     priority_class_name: str = ""
-    preemption_policy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+    preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
     containers: list[Container] = Field(default_factory=list)
     init_containers: list[Container] = Field(default_factory=list)
     overhead: ResourceList = Field(default_factory=dict)
@@ -348,7 +362,7 @@ def parse_pod(raw: dict[str, Any]) -> Pod:
 class Taint(K8sModel):
     key: str
     value: str = ""
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    effect: TaintEffect
 
 
 class NodeSpec(K8sModel):
@@ -428,7 +442,7 @@ class PriorityClass(K8sModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     value: int = Field(ge=-(2**31), le=2**31 - 1)
     global_default: bool = False
-    preemption_policy: Literal["PreemptLowerPriority", "Never"] | None = None
+    preemption_policy: PreemptionPolicy | None = None
     description: str = ""
 
     @model_validator(mode="after")
