@@ -21,16 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, get_args
 
-from shared.api.field_checks import (
-    Errors,
-    as_int,
-    as_str,
-    dicts,
-    enum_errors,
-    grammar_errors,
-    label_name_errors,
-    string_map,
-)
+from shared.api import field_checks as fields
+from shared.api.field_checks import Errors
 from shared.api.models import PreemptionPolicy, Protocol
 from shared.api.scheduling_validation import (
     affinity_errors,
@@ -68,27 +60,27 @@ def pod_spec_errors(spec: Any, path: str = "spec", *, node_selector: bool = Fals
     if not isinstance(spec, Mapping):
         return []
     errs = _containers(spec, path) + _init_containers(spec, path)
-    errs += enum_errors(spec, "restartPolicy", RESTART_POLICIES, path)
-    errs += enum_errors(spec, "dnsPolicy", DNS_POLICIES, path)
-    selector = string_map(spec.get("nodeSelector"))
+    errs += fields.enum_errors(spec, "restartPolicy", RESTART_POLICIES, path)
+    errs += fields.enum_errors(spec, "dnsPolicy", DNS_POLICIES, path)
+    selector = fields.string_map(spec.get("nodeSelector"))
     if node_selector and selector:
         errs += label_errors(selector, f"{path}.nodeSelector")
     errs += affinity_errors(spec.get("affinity"), f"{path}.affinity")
     errs += _dns_config(spec, f"{path}.dnsConfig")
-    errs += _scheduling_gates(dicts(spec.get("schedulingGates")), f"{path}.schedulingGates")
-    errs += topology_spread_errors(dicts(spec.get("topologySpreadConstraints")), path)
+    errs += _scheduling_gates(fields.dicts(spec.get("schedulingGates")), f"{path}.schedulingGates")
+    errs += topology_spread_errors(fields.dicts(spec.get("topologySpreadConstraints")), path)
     errs += _active_deadline(spec.get("activeDeadlineSeconds"), f"{path}.activeDeadlineSeconds")
     for name in ("hostname", "subdomain"):
-        errs += grammar_errors(spec.get(name), f"{path}.{name}", dns1123_label_errors)
-    errs += toleration_errors(dicts(spec.get("tolerations")), f"{path}.tolerations")
-    errs += grammar_errors(
+        errs += fields.grammar_errors(spec.get(name), f"{path}.{name}", dns1123_label_errors)
+    errs += toleration_errors(fields.dicts(spec.get("tolerations")), f"{path}.tolerations")
+    errs += fields.grammar_errors(
         spec.get("priorityClassName"), f"{path}.priorityClassName", dns1123_subdomain_errors
     )
     policy = spec.get("preemptionPolicy")
     if policy == "":
         errs.append(required(f"{path}.preemptionPolicy"))
     elif policy is not None:
-        errs += enum_errors(spec, "preemptionPolicy", get_args(PreemptionPolicy), path)
+        errs += fields.enum_errors(spec, "preemptionPolicy", get_args(PreemptionPolicy), path)
     errs += _os(spec.get("os"), f"{path}.os")
     return errs
 
@@ -118,9 +110,9 @@ def _containers(spec: Mapping[str, Any], path: str) -> Errors:
         return [required(at)]
     errs: Errors = []
     names: set[str] = set()
-    for i, ctr in enumerate(dicts(raw)):
+    for i, ctr in enumerate(fields.dicts(raw)):
         errs += _container_common(ctr, f"{at}[{i}]")
-        name = as_str(ctr.get("name"))
+        name = fields.as_str(ctr.get("name"))
         if name in names:
             errs.append(duplicate(f"{at}[{i}].name", name))
         names.add(name)
@@ -128,23 +120,23 @@ def _containers(spec: Mapping[str, Any], path: str) -> Errors:
             errs.append(
                 forbidden(f"{at}[{i}].restartPolicy", "may not be set for non-init containers")
             )
-    return errs + _host_port_conflicts(list(enumerate(dicts(raw))), at)
+    return errs + _host_port_conflicts(list(enumerate(fields.dicts(raw))), at)
 
 
 def _init_containers(spec: Mapping[str, Any], path: str) -> Errors:
     """validateInitContainers: names unique among all containers, restartPolicy Always
     (a sidecar) or none, probes and lifecycle hooks only on sidecars."""
     at = f"{path}.initContainers"
-    names = {as_str(c.get("name")) for c in dicts(spec.get("containers"))}
+    names = {fields.as_str(c.get("name")) for c in fields.dicts(spec.get("containers"))}
     errs: Errors = []
-    for i, ctr in enumerate(dicts(spec.get("initContainers"))):
+    for i, ctr in enumerate(fields.dicts(spec.get("initContainers"))):
         errs += _container_common(ctr, f"{at}[{i}]")
         policy = ctr.get("restartPolicy")
         if policy is not None and policy not in INIT_CONTAINER_RESTART_POLICIES:
             errs.append(
                 not_supported(f"{at}[{i}].restartPolicy", policy, INIT_CONTAINER_RESTART_POLICIES)
             )
-        name = as_str(ctr.get("name"))
+        name = fields.as_str(ctr.get("name"))
         if name in names:
             errs.append(duplicate(f"{at}[{i}].name", name))
         elif name:
@@ -168,12 +160,12 @@ def _container_common(ctr: Mapping[str, Any], path: str) -> Errors:
     if name is None or name == "":
         errs = [required(f"{path}.name")]
     else:
-        errs = grammar_errors(name, f"{path}.name", dns1123_label_errors)
+        errs = fields.grammar_errors(name, f"{path}.name", dns1123_label_errors)
     if ctr.get("image") is None or ctr.get("image") == "":
         errs.append(required(f"{path}.image"))
-    errs += enum_errors(ctr, "terminationMessagePolicy", TERMINATION_MESSAGE_POLICIES, path)
-    errs += _ports(dicts(ctr.get("ports")), f"{path}.ports")
-    errs += enum_errors(ctr, "imagePullPolicy", PULL_POLICIES, path)
+    errs += fields.enum_errors(ctr, "terminationMessagePolicy", TERMINATION_MESSAGE_POLICIES, path)
+    errs += _ports(fields.dicts(ctr.get("ports")), f"{path}.ports")
+    errs += fields.enum_errors(ctr, "imagePullPolicy", PULL_POLICIES, path)
     return errs
 
 
@@ -183,7 +175,7 @@ def _ports(ports: list[Mapping[str, Any]], path: str) -> Errors:
     names: set[str] = set()
     for i, port in enumerate(ports):
         at = f"{path}[{i}]"
-        name = as_str(port.get("name"))
+        name = fields.as_str(port.get("name"))
         if name:
             problems = port_name_errors(name)
             if problems:
@@ -195,12 +187,12 @@ def _ports(ports: list[Mapping[str, Any]], path: str) -> Errors:
         number = port.get("containerPort")
         if number is None or number == 0:
             errs.append(required(f"{at}.containerPort"))
-        elif as_int(number) is not None and not 1 <= number <= 65535:
+        elif fields.as_int(number) is not None and not 1 <= number <= 65535:
             errs.append(invalid(f"{at}.containerPort", show(number), PORT_RANGE))
-        host = as_int(port.get("hostPort"))
+        host = fields.as_int(port.get("hostPort"))
         if host and not 1 <= host <= 65535:
             errs.append(invalid(f"{at}.hostPort", show(host), PORT_RANGE))
-        errs += enum_errors(port, "protocol", get_args(Protocol), at)
+        errs += fields.enum_errors(port, "protocol", get_args(Protocol), at)
     return errs
 
 
@@ -225,11 +217,12 @@ def _host_port_conflicts(containers: list[tuple[int, Mapping[str, Any]]], path: 
     errs: Errors = []
     seen: set[str] = set()
     for i, ctr in containers:
-        for j, port in enumerate(dicts(ctr.get("ports"))):
-            host = as_int(port.get("hostPort"))
+        for j, port in enumerate(fields.dicts(ctr.get("ports"))):
+            host = fields.as_int(port.get("hostPort"))
             if not host:
                 continue
-            key = f"{as_str(port.get('protocol')) or 'TCP'}/{as_str(port.get('hostIP'))}/{host}"
+            protocol = fields.as_str(port.get("protocol")) or "TCP"  # defaulted
+            key = f"{protocol}/{fields.as_str(port.get('hostIP'))}/{host}"
             if key in seen:
                 errs.append(duplicate(f"{path}[{i}].ports[{j}].hostPort", key))
             seen.add(key)
@@ -241,8 +234,8 @@ def _scheduling_gates(gates: list[Mapping[str, Any]], path: str) -> Errors:
     errs: Errors = []
     seen: set[str] = set()
     for i, gate in enumerate(gates):
-        name = as_str(gate.get("name"))
-        errs += label_name_errors(name, f"{path}[{i}]")
+        name = fields.as_str(gate.get("name"))
+        errs += fields.label_name_errors(name, f"{path}[{i}]")
         if name in seen:
             errs.append(duplicate(f"{path}[{i}]", name))
         seen.add(name)
@@ -250,7 +243,7 @@ def _scheduling_gates(gates: list[Mapping[str, Any]], path: str) -> Errors:
 
 
 def _active_deadline(raw: Any, path: str) -> Errors:
-    value = as_int(raw)
+    value = fields.as_int(raw)
     if value is None or 1 <= value <= INT32_MAX:
         return []
     return [invalid(path, show(value), inclusive_range(1, INT32_MAX))]

@@ -51,10 +51,10 @@ def test_several_unknown_fields_of_a_deployment() -> None:
     deployment["spec"]["template"]["spec"]["containers"][0]["requets"] = {}
     errors = check_object(deployment)
     assert errors.unknown == ["spec.replica", "spec.template.spec.containers[0].requets"]
-    assert errors.kubectl_error("d.yaml") == (
-        'Error from server (BadRequest): error when creating "d.yaml": Deployment in version '
-        '"v1" cannot be handled as a Deployment: strict decoding error: unknown field '
-        '"spec.replica", unknown field "spec.template.spec.containers[0].requets"'
+    # apps/v1: the version without its group
+    assert errors.message() == (
+        'Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: '
+        'unknown field "spec.replica", unknown field "spec.template.spec.containers[0].requets"'
     )
 
 
