@@ -6,9 +6,10 @@ ports, pull and termination-message policies, init containers' restartPolicy),
 the pod's restartPolicy, dnsPolicy and preemptionPolicy, scheduling gates,
 priorityClassName, activeDeadlineSeconds and os; what the pod asks of its placement
 (tolerations, topology spread, affinity) is shared/api/scheduling_validation.py.
-Not checked: volumes, env, probes and lifecycle handlers, security contexts,
-resource values (quantities are the models'; pod-level spec.resources has its own
-module); a negative terminationGracePeriodSeconds, which the API server takes as 1.
+Not checked: ephemeral containers, volumes, env, probes and lifecycle handlers,
+security contexts, resource values (quantities are the models'; pod-level
+spec.resources has its own module); a negative terminationGracePeriodSeconds, which
+the API server takes as 1.
 
 Works on the object as published (camelCase JSON): a value of the wrong JSON type
 is left to the models, which refuse it in the decoder's words. The API server
