@@ -17,6 +17,7 @@ from services.watcher.outbound import Outbound, object_limit, too_large
 from services.watcher.routing import Informer, Routed, immutable_node_name, move, route
 from services.watcher.takeover import take_over
 from services.watcher.undo import undo_refused
+from services.watcher.warnings import FieldWarnings
 from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
 from shared.api.models import Pod, PriorityClass
 from shared.api.priority import PriorityClasses, Refused
@@ -52,6 +53,8 @@ class Watcher:
         self.events = metrics.WATCHER_EVENTS.counter(rt.registry)
         self._event_counters: dict[tuple[str, str], Any] = {}
         self.rejected = metrics.REJECTED_EVENTS.counter(rt.registry)
+        self.field_warnings = FieldWarnings()
+        self.warnings = metrics.WATCH_EVENT_WARNINGS.counter(rt.registry)
 
     async def run(self) -> None:
         durable = ""
@@ -95,6 +98,10 @@ class Watcher:
             await self._reject(msg, reason)
             return None
         self._events_counter(ev.kind, ev.type).inc()
+        warning = self.field_warnings.to_warn(ev)
+        if warning:
+            self.warnings.labels(ev.kind).inc()
+            log.warning("warning on %s: %s", msg.subject, warning, extra={"subject": msg.subject})
         to_queue, to_cache = route(ev, self.served, self.informer)
         for item in to_queue:
             if item["op"] == "upsert":  # what the pod weighs in a pop reply

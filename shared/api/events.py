@@ -10,24 +10,30 @@ namespace/name in the object and must agree with the ones present.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from shared.api.field_validation import invalid_message
 from shared.api.models import (
     EVENT_TYPES,
     Node,
     Pod,
     PodGroup,
     PriorityClass,
+    TemplateKey,
     describe_validation_error,
+    memoize,
     parse_pod,
+    template_key,
     validate_label,
     validate_subdomain,
 )
 from shared.api.pdb import PodDisruptionBudget
+from shared.api.pod_validation import pod_spec_errors
 from shared.api.podresources import pod_resources_errors
+from shared.api.schema import MAX_STRICT_ERRORS, unknown_in
 from shared.api.validation import SHOWN_MAX, go_escape, go_quote, label_errors, show_number
 from shared.subjects import (
     NODES_PREFIX,
@@ -46,6 +52,14 @@ _MODELS: dict[str, type[ClusterObject]] = {
     "pdb": PodDisruptionBudget,
     "podgroup": PodGroup,
     "priorityclass": PriorityClass,
+}
+# The API schema's type for each kind (shared/api/schema_fields.py).
+_SCHEMA_TYPES = {
+    "node": "Node",
+    "pod": "Pod",
+    "pdb": "PodDisruptionBudget",
+    "podgroup": "PodGroup",
+    "priorityclass": "PriorityClass",
 }
 
 
@@ -81,6 +95,9 @@ class ClusterEvent:
     raw: dict[str, Any]  # the object as published, with namespace/name filled in
     subject: str
     seq: int  # stream sequence: the object's resourceVersion
+    # Fields the API schema does not have: the API server warns about them when the
+    # client does not ask for strict validation, and so does the watcher.
+    unknown: list[str] = field(default_factory=list)
 
 
 def parse_subject(subject: str) -> SubjectRef:
@@ -125,8 +142,11 @@ def decode_cluster_event(
         raise BadEvent("object must be a Kubernetes Pod, Node or PodDisruptionBudget object")
     raw = _fill_names(raw, ref)
     model = _MODELS[ref.kind]
+    key = template_key(raw.get("spec")) if model is Pod else None
+    # Validated as the API server does on create and update (a delete carries no object).
+    unknown = [] if etype == "DELETED" else _api_checks(ref.kind, raw, key)
     try:
-        obj = parse_pod(raw) if model is Pod else model.model_validate(raw)
+        obj = parse_pod(raw, key) if model is Pod else model.model_validate(raw)
         _validate_names(obj)
     except ValidationError as err:
         raise BadEvent(describe_validation_error(err)) from None
@@ -136,7 +156,39 @@ def decode_cluster_event(
     if isinstance(obj, Pod):
         _validate_pod_resources(raw)
     _check_packable(raw)
-    return ClusterEvent(ref.kind, etype, obj, raw, subject, seq)
+    return ClusterEvent(ref.kind, etype, obj, raw, subject, seq, unknown)
+
+
+def _api_checks(kind: Kind, raw: dict[str, Any], key: TemplateKey | None) -> list[str]:
+    """The API server's checks of an object beyond its models: the fields its schema
+    does not know (returned, to warn about) and, for a pod, the validation of its spec
+    (BadEvent). Pods of one template share a spec: its checks are made once."""
+    if kind != "pod":
+        return unknown_in(raw, _SCHEMA_TYPES[kind])
+    invalid, in_spec = _spec_checks(raw.get("spec"), key)
+    if invalid:
+        raise BadEvent(invalid_message("Pod", str(raw["metadata"].get("name")), invalid))
+    rest = unknown_in({k: v for k, v in raw.items() if k != "spec"}, "Pod")
+    if not in_spec:
+        return rest
+    # kubectl's order: the top-level fields sorted, spec's paths in spec's place
+    before = [p for p in rest if p.split(".", 1)[0].split("[", 1)[0] < "spec"]
+    return (before + in_spec + rest[len(before) :])[:MAX_STRICT_ERRORS]
+
+
+# A pod spec's checks by its template_key: (validation errors, unknown fields' paths).
+_SPEC_CHECKS: dict[bytes, tuple[list[str], list[str]]] = {}
+
+
+def _spec_checks(spec: Any, key: TemplateKey | None) -> tuple[list[str], list[str]]:
+    known = _SPEC_CHECKS.get(key[0]) if key is not None else None
+    if known is not None:
+        return known
+    in_spec = unknown_in(spec, "PodSpec", "spec") if isinstance(spec, Mapping) else []
+    checks = (pod_spec_errors(spec), in_spec)
+    if key is not None:
+        memoize(_SPEC_CHECKS, key[0], checks)
+    return checks
 
 
 def _validate_names(obj: ClusterObject) -> None:

@@ -8,7 +8,7 @@ errors name the field (see `describe_validation_error`).
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgpack
 from pydantic import (
@@ -118,9 +118,21 @@ def require_kind(kind: str, expected: str) -> None:
 # --- selectors and affinity ---------------------------------------------------
 
 
+# Enumerations, each listed in the order the API server's messages list them
+# (shared/api/pod_validation.py refuses other values with those messages).
+LabelSelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
+NodeSelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+TolerationOperator = Literal["Equal", "Exists"]
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+UnsatisfiableConstraintAction = Literal["DoNotSchedule", "ScheduleAnyway"]
+NodeInclusionPolicy = Literal["Honor", "Ignore"]
+Protocol = Literal["SCTP", "TCP", "UDP"]
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
+
+
 class LabelSelectorRequirement(K8sModel):
     key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    operator: LabelSelectorOperator
     values: list[str] = Field(default_factory=list)
 
 
@@ -131,7 +143,7 @@ class LabelSelector(K8sModel):
 
 class NodeSelectorRequirement(K8sModel):
     key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    operator: NodeSelectorOperator
     values: list[str] = Field(default_factory=list)
 
 
@@ -187,20 +199,21 @@ class Affinity(K8sModel):
 
 class Toleration(K8sModel):
     key: str = ""
-    operator: Literal["Exists", "Equal"] = "Equal"
+    operator: TolerationOperator = "Equal"
     value: str = ""
-    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+    effect: TaintEffect | Literal[""] = ""  # empty: every effect
     toleration_seconds: int | None = None
 
 
 class TopologySpreadConstraint(K8sModel):
-    max_skew: int = Field(ge=1)
+    # Ranges (maxSkew, minDomains) are checked at the door: shared/api/scheduling_validation.py
+    max_skew: int
     topology_key: str
-    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
+    when_unsatisfiable: UnsatisfiableConstraintAction
     label_selector: LabelSelector | None = None
-    min_domains: int | None = Field(default=None, ge=1)
-    node_affinity_policy: Literal["Honor", "Ignore"] | None = None
-    node_taints_policy: Literal["Honor", "Ignore"] | None = None
+    min_domains: int | None = None
+    node_affinity_policy: NodeInclusionPolicy | None = None
+    node_taints_policy: NodeInclusionPolicy | None = None
     match_label_keys: list[str] = Field(default_factory=list)
 
 
@@ -220,9 +233,10 @@ class ResourceRequirements(K8sModel):
 
 
 class ContainerPort(K8sModel):
-    container_port: int = Field(default=0, ge=0, le=65535)
-    host_port: int = Field(default=0, ge=0, le=65535)
-    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    # Port ranges are checked at the door: shared/api/pod_validation.py
+    container_port: int = 0
+    host_port: int = 0
+    protocol: Protocol = "TCP"
     host_ip: str = Field(default="", alias="hostIP")
 
 
@@ -243,7 +257,7 @@ class PodSpec(K8sModel):
     node_name: str = ""
     priority: int = 0
     priority_class_name: str = ""
-    preemption_policy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+    preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
     containers: list[Container] = Field(default_factory=list)
     init_containers: list[Container] = Field(default_factory=list)
     overhead: ResourceList = Field(default_factory=dict)
@@ -306,36 +320,57 @@ class Pod(K8sModel):
 # Job's) share a spec; validating it (containers, quantities) is most of a pod's cost.
 # A spec is never changed after validation, so pods may share one.
 _SPEC_MEMO: dict[bytes, PodSpec] = {}
-_SPEC_MEMO_MAX = 4096
-_SPEC_MEMO_MAX_BYTES = 64 * 1024
+SPEC_MEMO_MAX = 4096
+SPEC_MEMO_MAX_BYTES = 64 * 1024
+
+M = TypeVar("M")
 
 
-def parse_pod(raw: dict[str, Any]) -> Pod:
-    """Pod.model_validate(raw), with a spec validated before reused: the result and
-    the errors are the same (the spec is validated on its own either way)."""
-    spec = raw.get("spec")
+def memoize(memo: dict[bytes, M], key: bytes, value: M) -> None:
+    """Keep `value` for the spec packed as `key`, unless the spec is too large to keep
+    around; the oldest entry makes room."""
+    if len(key) > SPEC_MEMO_MAX_BYTES:
+        return
+    if len(memo) >= SPEC_MEMO_MAX:
+        del memo[next(iter(memo))]
+    memo[key] = value
+
+
+TemplateKey = tuple[bytes, str | None]
+_UNSET: Any = object()
+
+
+def template_key(spec: Any) -> TemplateKey | None:
+    """What pods of one template share: the spec packed without a bound pod's nodeName
+    (one entry per template, not per node), and that nodeName; None when the spec
+    cannot be packed (e.g. an integer beyond 64 bits) or is not an object."""
     if not isinstance(spec, dict):
-        return Pod.model_validate(raw)
-    # A bound pod's spec differs from its template's only by nodeName: memoized without
-    # it (one entry per template, not per node), the string set afterwards.
+        return None
     node_name = spec.get("nodeName")
     if isinstance(node_name, str) and node_name and "node_name" not in spec:
         template = {k: v for k, v in spec.items() if k != "nodeName"}
     else:
         template, node_name = spec, None
     try:
-        key = msgpack.packb(template)
-    except (TypeError, ValueError, OverflowError):  # e.g. an integer beyond 64 bits
+        return msgpack.packb(template), node_name
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def parse_pod(raw: dict[str, Any], key: TemplateKey | None = _UNSET) -> Pod:
+    """Pod.model_validate(raw), with a spec validated before reused: the result and
+    the errors are the same (the spec is validated on its own either way). `key` is
+    the spec's template_key, when the caller has it already."""
+    if key is _UNSET:
+        key = template_key(raw.get("spec"))
+    if key is None:
         return Pod.model_validate(raw)
-    known = _SPEC_MEMO.get(key)
+    packed, node_name = key
+    known = _SPEC_MEMO.get(packed)
     if known is None:
         pod = Pod.model_validate(raw)
-        if len(key) <= _SPEC_MEMO_MAX_BYTES:
-            if len(_SPEC_MEMO) >= _SPEC_MEMO_MAX:
-                del _SPEC_MEMO[next(iter(_SPEC_MEMO))]
-            _SPEC_MEMO[key] = (
-                pod.spec if node_name is None else pod.spec.model_copy(update={"node_name": ""})
-            )
+        spec = pod.spec if node_name is None else pod.spec.model_copy(update={"node_name": ""})
+        memoize(_SPEC_MEMO, packed, spec)
         return pod
     pod = Pod.model_validate({k: v for k, v in raw.items() if k != "spec"})
     pod.spec = known if node_name is None else known.model_copy(update={"node_name": node_name})
@@ -348,7 +383,7 @@ def parse_pod(raw: dict[str, Any]) -> Pod:
 class Taint(K8sModel):
     key: str
     value: str = ""
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    effect: TaintEffect
 
 
 class NodeSpec(K8sModel):
@@ -428,7 +463,7 @@ class PriorityClass(K8sModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     value: int = Field(ge=-(2**31), le=2**31 - 1)
     global_default: bool = False
-    preemption_policy: Literal["PreemptLowerPriority", "Never"] | None = None
+    preemption_policy: PreemptionPolicy | None = None
     description: str = ""
 
     @model_validator(mode="after")

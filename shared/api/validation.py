@@ -8,8 +8,9 @@ Go measures strings in bytes: so do the length limits here.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
@@ -27,6 +28,10 @@ DNS1123_SUBDOMAIN_FMT = f"{DNS1123_LABEL_FMT}(\\.{DNS1123_LABEL_FMT})*"
 _DNS1123_SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
     "'-' or '.', and must start and end with an alphanumeric character"
+)
+_DNS1123_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+    "and must start and end with an alphanumeric character"
 )
 # Use with fullmatch: Go's `^...$` ends at the end of the text, Python's `$` before a "\n".
 QUALIFIED_NAME_RE = re.compile(QUALIFIED_NAME_FMT)
@@ -56,6 +61,19 @@ def dns1123_subdomain_errors(value: str) -> list[str]:
         errs.append(f"must be no more than {DNS1123_SUBDOMAIN_MAX} characters")
     if not DNS1123_SUBDOMAIN_RE.fullmatch(value):
         errs.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return errs
+
+
+def dns1123_label_errors(value: str) -> list[str]:
+    """validation.IsDNS1123Label: a name that must be one DNS label (container names)."""
+    errs = []
+    if byte_len(value) > DNS1123_LABEL_MAX:
+        errs.append(f"must be no more than {DNS1123_LABEL_MAX} characters")
+    if not DNS1123_LABEL_RE.fullmatch(value):
+        if DNS1123_SUBDOMAIN_RE.fullmatch(value):
+            errs.append("must not contain dots")  # a subdomain of the right length: dots
+        else:
+            errs.append(_regex_error(_DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, "my-name", "123-abc"))
     return errs
 
 
@@ -213,19 +231,46 @@ def invalid(path: str, shown: str, detail: str) -> str:
     return f"{path}: Invalid value: {shown}: {detail}"
 
 
-def not_supported(path: str, value: str, supported: Sequence[str] = ()) -> str:
-    """field.NotSupported(path, value, supported).Error()."""
-    msg = f"{path}: Unsupported value: {go_quote(value)}"
-    if supported:
-        msg += ": supported values: " + ", ".join(go_quote(s) for s in supported)
-    return msg
+def show(value: Any) -> str:
+    """A value as field.Error prints it: strings quoted, numbers and bools bare, the rest
+    as JSON."""
+    if isinstance(value, str):
+        return go_quote(value, SHOWN_MAX)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return show_number(value)
+    return json.dumps(value, separators=(",", ":"), default=str)
 
 
 def required(path: str, detail: str = "") -> str:
     """field.Required(path, detail).Error()."""
-    return f"{path}: Required value" + (f": {detail}" if detail else "")
+    return f"{path}: Required value: {detail}" if detail else f"{path}: Required value"
 
 
 def forbidden(path: str, detail: str) -> str:
-    """field.Forbidden(path, detail).Error()."""
     return f"{path}: Forbidden: {detail}"
+
+
+def duplicate(path: str, value: Any) -> str:
+    return f"{path}: Duplicate value: {show(value)}"
+
+
+def not_supported(path: str, value: Any, supported: Sequence[str] = ()) -> str:
+    """field.NotSupported(path, value, supported).Error(): the supported values in the
+    order the API server lists them."""
+    msg = f"{path}: Unsupported value: {show(value)}"
+    if supported:
+        msg += ": supported values: " + ", ".join(go_quote(v) for v in supported)
+    return msg
+
+
+def aggregate(errors: Iterable[str]) -> str:
+    """utilerrors.NewAggregate(...).Error(): duplicates dropped, several in brackets."""
+    unique = list(dict.fromkeys(errors))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+
+
+def inclusive_range(low: int, high: int) -> str:
+    """validation.InclusiveRangeError."""
+    return f"must be between {low} and {high}, inclusive"

@@ -53,6 +53,12 @@ EVENT_LOOP_LAG = Metric(
 # --- watcher -----------------------------------------------------------------------
 WATCHER_EVENTS = Metric("ksched_watcher_events_total", "Cluster events routed", ("kind", "type"))
 REJECTED_EVENTS = Metric("ksched_rejected_events_total", "Events refused as malformed")
+WATCH_EVENT_WARNINGS = Metric(
+    "ksched_watch_event_warnings_total",
+    "Accepted events warned about for fields the Kubernetes API schema does not know"
+    " (the API server's warning to a client without strict validation)",
+    ("kind",),
+)
 
 # --- queue -------------------------------------------------------------------------
 PENDING_PODS = Metric("scheduler_pending_pods", "Pending pods by sub-queue", ("queue",))
