@@ -11,11 +11,20 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from shared.framework.interface import ClusterObjects
 from shared.framework.types import NodeInfo, PodInfo
 from shared.podgroups import MIN_AVAILABLE_ANNOTATION, POD_GROUP_LABEL
 from shared.tools.synthetic import HOSTNAME, ZONE, add_anti_affinity, add_spread
 
-__all__ = ["HOSTNAME", "ZONE", "NodeBuilder", "PodBuilder", "make_node", "make_pod"]
+__all__ = [
+    "HOSTNAME",
+    "ZONE",
+    "NodeBuilder",
+    "PodBuilder",
+    "cluster_objects",
+    "make_node",
+    "make_pod",
+]
 
 
 class PodBuilder:
@@ -52,6 +61,13 @@ class PodBuilder:
 
     def annotation(self, key: str, value: str) -> PodBuilder:
         self._obj["metadata"].setdefault("annotations", {})[key] = value
+        return self
+
+    def owner(self, kind: str, name: str, api_version: str = "apps/v1") -> PodBuilder:
+        """Controlled by `kind` `name` (an ownerReference with controller: true), as
+        kube's st.MakePod().OwnerReference makes it."""
+        ref = {"apiVersion": api_version, "kind": kind, "name": name, "controller": True}
+        self._obj["metadata"]["ownerReferences"] = [{**ref, "uid": f"uid-{kind}-{name}"}]
         return self
 
     def gang(self, group: str, min_available: int | None = None) -> PodBuilder:
@@ -140,6 +156,10 @@ class NodeBuilder:
         self._obj["metadata"]["labels"][ZONE] = zone
         return self
 
+    def label(self, key: str, value: str) -> NodeBuilder:
+        self._obj["metadata"]["labels"][key] = value
+        return self
+
     def image(self, name: str, size: int) -> NodeBuilder:
         self._obj["status"].setdefault("images", []).append({"names": [name], "sizeBytes": size})
         return self
@@ -151,6 +171,15 @@ class NodeBuilder:
         info = NodeInfo(self._obj["metadata"]["name"])
         info.set_node(self.obj())
         return info
+
+
+def cluster_objects(*raws: dict[str, Any]) -> ClusterObjects:
+    """The objects plugins read besides nodes and pods (Namespaces, Services,
+    controllers), from their Kubernetes JSON."""
+    objects = ClusterObjects()
+    for raw in raws:
+        assert objects.add(raw), f"plugins read no {raw.get('kind')}"
+    return objects
 
 
 def make_pod(name: str, namespace: str = "default") -> PodBuilder:

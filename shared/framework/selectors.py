@@ -10,7 +10,7 @@ callers can report them the way kube-scheduler does.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from shared.api.models import (
@@ -22,6 +22,7 @@ from shared.api.models import (
     PreferredSchedulingTerm,
 )
 from shared.api.validation import (
+    aggregate,
     go_quote,
     invalid,
     label_value_errors,
@@ -61,12 +62,6 @@ def not_supported(path: str, value: str, supported: Sequence[str] = ()) -> str:
     if supported:
         msg += ": supported values: " + ", ".join(go_quote(s) for s in supported)
     return msg
-
-
-def aggregate(errors: Iterable[str]) -> str:
-    """utilerrors.NewAggregate(...).Error(): duplicates dropped, several in brackets."""
-    unique = list(dict.fromkeys(errors))
-    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
 
 
 # --- labels.Requirement -----------------------------------------------------
