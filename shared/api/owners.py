@@ -96,6 +96,13 @@ class StatefulSet(_AppsController):
     kind: str = "StatefulSet"
 
 
+class Deployment(_AppsController):
+    """Not a live object (its ReplicaSets are): `ksched apply` validates it with this."""
+
+    EMPTY_SELECTOR_FOR = "deployment"
+    kind: str = "Deployment"
+
+
 class ReplicationControllerSpec(K8sModel):
     replicas: int | None = None
     selector: dict[str, str] | None = None
@@ -136,10 +143,14 @@ OWNER_MODELS: dict[str, type[Owner]] = {
     "StatefulSet": StatefulSet,
     "ReplicationController": ReplicationController,
 }
-_QUALIFIED_KINDS = {"ReplicaSet": "ReplicaSet.apps", "StatefulSet": "StatefulSet.apps"}
+_QUALIFIED_KINDS = {
+    "ReplicaSet": "ReplicaSet.apps",
+    "StatefulSet": "StatefulSet.apps",
+    "Deployment": "Deployment.apps",
+}
 
 
-def name_error(obj: Owner) -> str | None:
+def name_error(obj: Owner | Deployment) -> str | None:
     """ValidateObjectMeta's name check: Service names are DNS-1035 labels, the
     controllers' DNS-1123 subdomains."""
     name = obj.metadata.name
