@@ -306,3 +306,30 @@ def test_do_not_schedule_defaults_take_the_service_selector_in_pre_filter() -> N
     got = [(c.max_skew, c.topology_key, c.selector) for c in pre.constraints]
     want = LabelSelector(match_labels={"foo": "bar"})
     assert got == [(3, "node", want), (5, "rack", want)]
+
+
+# --- enqueue: as upstream, no Service or controller events ------------------------------
+
+
+def test_events_to_register_are_pod_and_node_events_only() -> None:
+    """Upstream's PodTopologySpread registers no Service (or controller) event: a pod its
+    default constraints rejected moves when pods or nodes change."""
+    events = new({}, Handle()).events_to_register()
+    assert {e.event.resource for e in events} == {"Pod", "Node"}
+
+
+def test_the_pod_hint_judges_with_the_default_constraints_the_objects_give() -> None:
+    args = {
+        "defaultingType": "List",
+        "defaultConstraints": [
+            {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}
+        ],
+    }
+    objects = cluster_objects(service("web", {"app": "web"}, "default"))
+    plugin = new(args, Handle(snapshot=ClusterSnapshot([], objects)))
+    pending = make_pod("p").label("app", "web").info()
+    gone = make_pod("q").label("app", "web").node("n1").info()
+    assert plugin.is_schedulable_after_pod_change(pending, gone, None)
+    # without the Service the pod has no default constraint a pod's leaving could help
+    bare = new(args, Handle(snapshot=ClusterSnapshot([])))
+    assert not bare.is_schedulable_after_pod_change(pending, gone, None)
