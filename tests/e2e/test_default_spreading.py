@@ -13,6 +13,7 @@ carry, so it keeps nothing apart.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from shared.tools.devstack import LocalStack, running
 from shared.tools.synthetic import make_node
 from tests.conftest import make_test_stack
 from tests.e2e.test_cli_e2e import ksched
+from tests.unit.test_cli_apply_objects import SKIPPED_KINDS, SKIPPED_WARNINGS
 
 pytestmark = pytest.mark.e2e
 
@@ -73,8 +75,9 @@ def no_defaults_stack(tmp_path: Path) -> Iterator[LocalStack]:
         yield st
 
 
-async def apply_zookeeper(stack: LocalStack) -> dict[str, str]:
-    """Publish the nodes, apply the manifest unchanged; the replicas' nodes once bound."""
+async def apply_zookeeper(stack: LocalStack, path: Path = ZOOKEEPER) -> dict[str, str]:
+    """Publish the nodes, apply `path` (the manifest, or a directory holding it); the
+    replicas' nodes once bound."""
     nc: NATS = await nats.connect(stack.nats_url)
     tracker = PodTracker()
     await tracker.start(nc)
@@ -82,8 +85,9 @@ async def apply_zookeeper(stack: LocalStack) -> dict[str, str]:
         js = nc.jetstream()
         for node in NODES:
             await publish_node(js, node)
-        code, out, err = await ksched(stack.nats_url, "apply", "-f", str(ZOOKEEPER))
+        code, out, err = await ksched(stack.nats_url, "apply", "-f", str(path))
         assert code == 0, err
+        assert err.splitlines() == (SKIPPED_WARNINGS if path.is_dir() else [])
         assert out.splitlines() == [
             "service/zk-hs created",
             "service/zk-cs created",
@@ -104,9 +108,14 @@ async def apply_zookeeper(stack: LocalStack) -> dict[str, str]:
 
 @pytest.mark.timeout(180)
 async def test_system_default_constraints_spread_the_zookeeper_replicas_over_zones(
-    default_stack: LocalStack,
+    default_stack: LocalStack, tmp_path: Path
 ) -> None:
-    placed = await apply_zookeeper(default_stack)
+    """`apply -f DIR`: the other file's kinds are skipped with a warning each."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / "a-other-kinds.yaml").write_text(SKIPPED_KINDS)
+    shutil.copy(ZOOKEEPER, manifests / "zookeeper.yaml")
+    placed = await apply_zookeeper(default_stack, manifests)
     assert sorted(placed.values()) == ["big", "small-b", "small-c"], placed
 
 

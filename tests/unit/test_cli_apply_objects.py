@@ -14,7 +14,8 @@ from shared.tools.cli.manifests import Manifest, ManifestError, parse_manifests,
 from tests.unit.test_cli_workloads import current_from, template
 
 ZOOKEEPER = Path(__file__).resolve().parents[1] / "data" / "manifests" / "zookeeper.yaml"
-OTHER_KINDS = """\
+# Kinds ksched does not schedule by, and the warnings apply gives for them.
+SKIPPED_KINDS = """\
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: zk-config}
@@ -33,11 +34,19 @@ apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {name: data}
 spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
----
+"""
+SKIPPED_WARNINGS = [
+    "Warning: configmap/zk-config skipped: ksched does not schedule ConfigMap",
+    "Warning: serviceaccount/cockroachdb skipped: ksched does not schedule ServiceAccount",
+    "Warning: role.rbac.authorization.k8s.io/cockroachdb skipped: ksched does not schedule Role",
+    "Warning: persistentvolumeclaim/data skipped: ksched does not schedule PersistentVolumeClaim",
+]
+OTHER_KINDS = f"""\
+{SKIPPED_KINDS}---
 apiVersion: v1
 kind: Pod
-metadata: {name: lone}
-spec: {containers: [{name: a, image: nginx}]}
+metadata: {{name: lone}}
+spec: {{containers: [{{name: a, image: nginx}}]}}
 """
 
 
@@ -84,15 +93,7 @@ def test_other_kinds_are_skipped_with_a_warning_each_and_the_rest_applies() -> N
         *read_manifests(str(ZOOKEEPER)),
     ]
     applied = plan(manifests, Current(), "now")
-    warnings = [a.line for a in applied if a.warning]
-    assert warnings == [
-        "Warning: configmap/zk-config skipped: ksched does not schedule ConfigMap",
-        "Warning: serviceaccount/cockroachdb skipped: ksched does not schedule ServiceAccount",
-        "Warning: role.rbac.authorization.k8s.io/cockroachdb skipped: ksched does not "
-        "schedule Role",
-        "Warning: persistentvolumeclaim/data skipped: ksched does not schedule "
-        "PersistentVolumeClaim",
-    ]
+    assert [a.line for a in applied if a.warning] == SKIPPED_WARNINGS
     assert all(not a.actions for a in applied if a.warning)
     applied_lines = [a.line for a in applied if not a.warning]
     assert applied_lines[:2] == ["pod/lone created", "service/zk-hs created"]

@@ -257,7 +257,8 @@ def _workload(
     for key, (old, seq) in sorted(current.replica_sets.items()):
         if owner not in _owner_uids(old):
             continue
-        owners.add((old.get("metadata") or {}).get("uid", ""))
+        if uid := (old.get("metadata") or {}).get("uid"):
+            owners.add(uid)
         if key not in wanted_sets:
             actions.append(Action("ReplicaSet", old, "DELETED", seq, "deleted"))
     wanted = {key_of(p) for p in pods}
@@ -276,8 +277,9 @@ def _workload(
 
 
 def _owner_uids(obj: dict[str, Any]) -> set[str]:
+    """The uids of the object's owners (a reference without one names nobody)."""
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return {r.get("uid", "") for r in refs if isinstance(r, dict)}
+    return {r["uid"] for r in refs if isinstance(r, dict) and r.get("uid")}
 
 
 def _owner_uid(m: Manifest) -> str:

@@ -207,6 +207,7 @@ def validate_owner(m: Manifest) -> None:
     model = Deployment if kind == "Deployment" else OWNER_MODELS.get(str(kind))
     if model is None:
         return
+    _name(m)
     try:
         obj = model.model_validate(m.obj)
     except ValidationError as err:
