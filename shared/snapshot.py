@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 
 from shared import keys
 from shared.framework.columns import NodeColumns
+from shared.framework.interface import ClusterObjects
 from shared.framework.node_tree import node_tree_order
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import NodeInfo, PodInfo
@@ -50,8 +51,10 @@ class Snapshot:
     removing a node (or a node object appearing or vanishing under lingering pods)
     rebuilds the order and the ClusterSnapshot, and reshapes the columns (rows copied)."""
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis, objects: ClusterObjects | None = None) -> None:
         self._script = redis.register_script(_DELTA_LUA)
+        # What plugins read besides nodes and pods; the owner keeps it current.
+        self.objects = objects or ClusterObjects()
         self.nodes: dict[str, NodeInfo] = {}
         self.generation = 0
         self._list: list[NodeInfo] | None = None
@@ -169,7 +172,7 @@ class Snapshot:
                 present = [n for n in nodes if n.raw_node is not None]
                 self._columns = self._columns.reshaped(present)
             self._reshape = False
-            self._cluster = ClusterSnapshot(nodes, columns=self._columns)
+            self._cluster = ClusterSnapshot(nodes, self.objects, columns=self._columns)
             self._cluster.fill_image_states()
             self._columns = self._cluster.columns
         return self._cluster

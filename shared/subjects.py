@@ -18,6 +18,13 @@ PDBS_PREFIX = f"{CLUSTER_PREFIX}.pdbs"  # policy/v1 PodDisruptionBudgets, read b
 PODGROUPS_PREFIX = f"{CLUSTER_PREFIX}.podgroups"  # scheduling.x-k8s.io PodGroups
 # scheduling.k8s.io/v1 PriorityClasses (cluster-scoped), read by the watcher's admission
 PRIORITYCLASSES_PREFIX = f"{CLUSTER_PREFIX}.priorityclasses"
+# core/v1 Services and the controllers that own pods (apps/v1 ReplicaSets and
+# StatefulSets, core/v1 ReplicationControllers): PodTopologySpread's default
+# constraints take their selectors, read by workers, the cache and the queue
+SERVICES_PREFIX = f"{CLUSTER_PREFIX}.services"
+REPLICASETS_PREFIX = f"{CLUSTER_PREFIX}.replicasets"
+STATEFULSETS_PREFIX = f"{CLUSTER_PREFIX}.statefulsets"
+REPLICATIONCONTROLLERS_PREFIX = f"{CLUSTER_PREFIX}.replicationcontrollers"
 
 # --- public: Kubernetes Event objects and rejected input ---------------------
 EVENTS_STREAM = "KSCHED_EVENTS"
@@ -84,6 +91,22 @@ def pdb_subject(namespace: str, name: str) -> str:
 
 def pod_group_subject(namespace: str, name: str) -> str:
     return f"{PODGROUPS_PREFIX}.{namespace}.{name}"
+
+
+def service_subject(namespace: str, name: str) -> str:
+    return f"{SERVICES_PREFIX}.{namespace}.{name}"
+
+
+def replica_set_subject(namespace: str, name: str) -> str:
+    return f"{REPLICASETS_PREFIX}.{namespace}.{name}"
+
+
+def stateful_set_subject(namespace: str, name: str) -> str:
+    return f"{STATEFULSETS_PREFIX}.{namespace}.{name}"
+
+
+def replication_controller_subject(namespace: str, name: str) -> str:
+    return f"{REPLICATIONCONTROLLERS_PREFIX}.{namespace}.{name}"
 
 
 def event_subject(namespace: str, pod_name: str) -> str:

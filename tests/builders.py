@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from shared.framework.interface import ClusterObjects
 from shared.framework.types import NodeInfo, PodInfo
 from shared.podgroups import MIN_AVAILABLE_ANNOTATION, POD_GROUP_LABEL
 from shared.tools.synthetic import HOSTNAME, ZONE, add_anti_affinity, add_spread
@@ -20,6 +21,7 @@ __all__ = [
     "ZONE",
     "NodeBuilder",
     "PodBuilder",
+    "cluster_objects",
     "make_container",
     "make_node",
     "make_pod",
@@ -61,6 +63,13 @@ class PodBuilder:
 
     def annotation(self, key: str, value: str) -> PodBuilder:
         self._obj["metadata"].setdefault("annotations", {})[key] = value
+        return self
+
+    def owner(self, kind: str, name: str, api_version: str = "apps/v1") -> PodBuilder:
+        """Controlled by `kind` `name` (an ownerReference with controller: true), as
+        kube's st.MakePod().OwnerReference makes it."""
+        ref = {"apiVersion": api_version, "kind": kind, "name": name, "controller": True}
+        self._obj["metadata"]["ownerReferences"] = [{**ref, "uid": f"uid-{kind}-{name}"}]
         return self
 
     def gang(self, group: str, min_available: int | None = None) -> PodBuilder:
@@ -149,6 +158,10 @@ class NodeBuilder:
         self._obj["metadata"]["labels"][ZONE] = zone
         return self
 
+    def label(self, key: str, value: str) -> NodeBuilder:
+        self._obj["metadata"]["labels"][key] = value
+        return self
+
     def image(self, name: str, size: int) -> NodeBuilder:
         self._obj["status"].setdefault("images", []).append({"names": [name], "sizeBytes": size})
         return self
@@ -192,6 +205,15 @@ def make_container(
     if ports is not None:
         container["ports"] = ports
     return container
+
+
+def cluster_objects(*raws: dict[str, Any]) -> ClusterObjects:
+    """The objects plugins read besides nodes and pods (Namespaces, Services,
+    controllers), from their Kubernetes JSON."""
+    objects = ClusterObjects()
+    for raw in raws:
+        assert objects.add(raw), f"plugins read no {raw.get('kind')}"
+    return objects
 
 
 def make_pod(name: str, namespace: str = "default") -> PodBuilder:

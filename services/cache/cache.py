@@ -36,18 +36,21 @@ from typing import Any
 
 from shared.framework.columns import NodeColumns
 from shared.framework.cycle_state import CycleState
+from shared.framework.interface import ClusterObjects
 from shared.framework.runtime import Framework
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code, Status
 from shared.framework.types import ImageStateSummary, NodeInfo, PodInfo
 from shared.framework.waiting_pods import PermitSignal
+from shared.plugins.podtopologyspread.plugin import PodTopologySpread
 
 ASSUMED = "assumed"
 ADDED = "added"
 ASSUMED_POD_TTL = 30.0  # kube-scheduler's durationToExpireAssumedPod, in seconds
 # Plugins whose PreFilter/Filter look only at the node for a pod without pod
-# (anti-)affinity or spread constraints, while no Service and no pod with required
-# anti-affinity exist (the cross-node inputs of InterPodAffinity and PodTopologySpread).
+# (anti-)affinity or spread constraints, while no hard default spreading applies and no
+# pod with required anti-affinity exists (the cross-node inputs of InterPodAffinity and
+# PodTopologySpread).
 NODE_LOCAL_UNLESS_CONSTRAINED = frozenset(
     {
         "NodeUnschedulable",
@@ -135,6 +138,14 @@ class AssumeResult:
     status: Status | None = None  # why the node no longer fits
 
 
+def _spreads_by_default(framework: Framework) -> bool:
+    """Whether PodTopologySpread's Filter may judge a pod that states no constraints:
+    only with DoNotSchedule default constraints (the system defaults only score)."""
+    return any(
+        isinstance(p, PodTopologySpread) and p.filters_by_default for p in framework.pre_filters
+    )
+
+
 class Cache:
     def __init__(
         self,
@@ -142,10 +153,13 @@ class Cache:
         *,
         ttl: float = ASSUMED_POD_TTL,
         unbound_ttl: float = 300.0,
+        objects: ClusterObjects | None = None,
     ) -> None:
         self.clock = clock
         self.ttl = ttl
         self.unbound_ttl = unbound_ttl
+        # What plugins read besides nodes and pods (the service keeps it current).
+        self.objects = objects or ClusterObjects()
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodState] = {}
         self.assumed: set[str] = set()  # keys of assumed pods, for permit signals
@@ -259,8 +273,9 @@ class Cache:
         the filters again: the node is exactly as the worker read it (same generation;
         the worker also counted its own pending pods, so it was stricter), and for this
         pod no plugin of the profile looks beyond the node: no pod (anti-)affinity or
-        spread constraints of its own, no Service to default spreading from, no pod in
-        the cluster whose required anti-affinity could reach it."""
+        spread constraints of its own, no hard default spreading (DoNotSchedule default
+        constraints, while a Service or controller could give them a selector), no pod
+        in the cluster whose required anti-affinity could reach it."""
         info = self.nodes.get(node_name)
         if seen is None or info is None or info.raw_node is None or info.generation != seen:
             return False
@@ -273,7 +288,9 @@ class Cache:
         if spec.get("topologySpreadConstraints"):
             return False
         cluster = self.cluster()
-        return not cluster.objects.services and not cluster.have_pods_with_required_anti_affinity
+        if cluster.objects.selecting and _spreads_by_default(framework):
+            return False
+        return not cluster.have_pods_with_required_anti_affinity
 
     def validate(self, framework: Framework, pod: PodInfo, info: NodeInfo) -> Status:
         """Run the profile's PreFilter and Filter plugins for `info` against committed
@@ -306,7 +323,7 @@ class Cache:
                 for name in self._unsynced:
                     columns.update(name)
             self._unsynced.clear()
-            self._cluster = ClusterSnapshot(self.nodes.values(), columns=columns)
+            self._cluster = ClusterSnapshot(self.nodes.values(), self.objects, columns=columns)
             self._columns = self._cluster.columns  # built now, kept up to date from here
         return self._cluster
 

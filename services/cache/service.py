@@ -18,6 +18,7 @@ from typing import Any
 
 from services.cache.cache import ASSUMED, ASSUMED_POD_TTL, Cache, PodState
 from shared import keys
+from shared.framework.interface import ClusterObjects
 from shared.framework.profile_map import ProfileMap
 from shared.framework.types import PodInfo
 from shared.framework.waiting_pods import PermitSignal
@@ -27,6 +28,7 @@ from shared.podgroups import PodGroups
 from shared.runtime import metrics
 from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
+from shared.runtime.informer import watch_owners
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import apply_each, chunks_for, serve
 from shared.runtime.service import Runtime
@@ -64,7 +66,9 @@ class CacheService:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.ttl = assumed_pod_ttl(os.environ)
-        self.cache = Cache(time.time, ttl=self.ttl)
+        # Services and controllers (PodTopologySpread's default selectors), kept current
+        self.objects = ClusterObjects()
+        self.cache = Cache(time.time, ttl=self.ttl, objects=self.objects)
         # node name -> the node object last written to CACHE_NODES (by identity): a
         # node's record changes with every pod on it, its object rarely
         self._written_nodes: dict[str, Any] = {}
@@ -83,6 +87,10 @@ class CacheService:
 
     async def run(self) -> None:
         await retry_forever("restore cache from redis", self._restore)
+        js = self.rt.js
+        await retry_forever(
+            "watch Services and controllers", lambda: watch_owners(js, self.objects)
+        )
         nc = self.rt.nc
         await serve(nc, CACHE_EVENTS, self.on_events, queue=CACHE_GROUP)
         await serve(nc, CACHE_ASSUME, self.on_assume, queue=CACHE_GROUP)
@@ -208,7 +216,7 @@ class CacheService:
         raw_pods = await redis.hgetall(keys.CACHE_PODS)
         raw_groups = await redis.hgetall(keys.CACHE_PODGROUPS)
         generation = int(await redis.get(keys.CACHE_GENERATION) or 0)
-        self.cache = Cache(time.time, ttl=self.ttl)
+        self.cache = Cache(time.time, ttl=self.ttl, objects=self.objects)
         self._written_nodes = {}
         self.cache.restore(
             [unpack(v) for v in raw_nodes.values()],

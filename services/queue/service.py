@@ -24,13 +24,15 @@ from services.queue.preenqueue import run_pre_enqueue
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from shared import keys
 from shared.framework.events import action_type, event_from_label
-from shared.framework.interface import ClusterEvent
+from shared.framework.interface import ClusterEvent, ClusterObjects
 from shared.framework.profile_map import ProfileMap
+from shared.framework.snapshot import ClusterSnapshot
 from shared.messages import NominatedPod, QueuedPod, QueueEvent, Report
 from shared.plugins import REGISTRY
 from shared.runtime import metrics
 from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
+from shared.runtime.informer import watch_owners
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import apply_each, request_all, serve
 from shared.runtime.service import Runtime
@@ -80,6 +82,11 @@ class QueueService:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         profiles = ProfileMap(rt.config, REGISTRY)
+        # PodTopologySpread's hints build a pod's default constraints, whose selector
+        # comes from its Services and controller: their snapshot holds them, current.
+        self.objects = ClusterObjects()
+        for framework in profiles.values():
+            framework.set_snapshot(ClusterSnapshot([], self.objects))
         self.hints: QueueingHints = hints_of(profiles)
         self.sort_key = queue_sort_key(profiles)
         self.pre_enqueue = run_pre_enqueue(profiles)
@@ -111,6 +118,10 @@ class QueueService:
 
     async def run(self) -> None:
         await retry_forever("restore queue from redis", self._restore)
+        js = self.rt.js
+        await retry_forever(
+            "watch Services and controllers", lambda: watch_owners(js, self.objects)
+        )
         self._notify()
         nc = self.rt.nc
         if self.rt.micro is not None:  # the instance's nats.micro service (discovery.py)

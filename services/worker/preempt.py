@@ -19,14 +19,13 @@ import logging
 from typing import Any
 
 from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 from prometheus_client import Counter, Histogram
 
 from services.worker.attempt import Attempt
-from shared.api.events import BadEvent, decode_cluster_event
+from shared.api.events import BadEvent, ClusterObject, SubjectRef, decode_cluster_event
+from shared.api.models import object_key
 from shared.api.pdb import PodDisruptionBudget
 from shared.api.podstatus import (
     EVENT_PREEMPTED,
@@ -39,6 +38,7 @@ from shared.api.podstatus import (
 from shared.framework.diagnosis import FitError
 from shared.framework.handle import HandleProviders
 from shared.framework.types import PodInfo
+from shared.runtime.informer import Informer
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.snapshot import Snapshot
 from shared.subjects import CLUSTER_STREAM, EXPECTED_LAST_SUBJECT_SEQ, PDBS_PREFIX, pod_subject
@@ -124,36 +124,26 @@ async def act(
     return sum(deleted)
 
 
-class PdbWatch:
-    """Keeps `pdbs` (the list the frameworks' handles share) equal to the budgets on the
-    cluster stream: an ordered consumer from the latest message per subject. Malformed
-    ones are skipped here; the watcher reports them on ksched.errors."""
+class PdbLister:
+    """Keeps `pdbs` (the list the frameworks' handles share) equal to the budgets an
+    Informer on the PDB subjects reports."""
 
-    def __init__(self, js: JetStreamContext, pdbs: list[PodDisruptionBudget]) -> None:
-        self.js = js
+    def __init__(self, pdbs: list[PodDisruptionBudget]) -> None:
         self.pdbs = pdbs
-        self._by_subject: dict[str, PodDisruptionBudget] = {}
+        self._by_key: dict[str, PodDisruptionBudget] = {}
 
-    async def start(self) -> None:
-        await self.js.subscribe(
-            f"{PDBS_PREFIX}.>",
-            stream=CLUSTER_STREAM,
-            cb=self.on_msg,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-        )
-
-    async def on_msg(self, msg: Msg) -> None:
-        try:
-            ev = decode_cluster_event(msg.subject, msg.data, msg.headers, 0)
-        except BadEvent:
-            self._by_subject.pop(msg.subject, None)  # its last good version is outdated
+    def on_change(self, ref: SubjectRef, obj: ClusterObject | None) -> None:
+        key = object_key(ref.namespace, ref.name)
+        if isinstance(obj, PodDisruptionBudget):
+            self._by_key[key] = obj
         else:
-            if ev.type == "DELETED" or not isinstance(ev.obj, PodDisruptionBudget):
-                self._by_subject.pop(msg.subject, None)
-            else:
-                self._by_subject[msg.subject] = ev.obj
-        self.pdbs[:] = list(self._by_subject.values())
+            self._by_key.pop(key, None)
+        self.pdbs[:] = list(self._by_key.values())
+
+
+async def watch_pdbs(js: JetStreamContext, pdbs: list[PodDisruptionBudget]) -> None:
+    """Start keeping `pdbs` current; returns once the stream's are read."""
+    await Informer(js, (PDBS_PREFIX,), PdbLister(pdbs).on_change, "PodDisruptionBudgets").start()
 
 
 class PreemptionPhase:

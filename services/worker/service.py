@@ -18,11 +18,12 @@ import time
 from services.worker.attempt import Attempt, queued_report
 from services.worker.commit import Committer
 from services.worker.permit import PermitPhase
-from services.worker.preempt import PdbWatch, PreemptionPhase
+from services.worker.preempt import PreemptionPhase, watch_pdbs
 from shared.api.podstatus import scheduler_name, with_nominated_node
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import FitError
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, event_label
+from shared.framework.interface import ClusterObjects
 from shared.framework.profile_map import ProfileMap
 from shared.framework.schedule_one import Scheduler, SchedulingError
 from shared.framework.types import PodInfo
@@ -30,6 +31,7 @@ from shared.messages import NominatedPod, QueuedPod, Report
 from shared.plugins import REGISTRY
 from shared.runtime import failpoints, metrics
 from shared.runtime.failures import Failure, record_failure
+from shared.runtime.informer import watch_owners
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request, request_all
 from shared.runtime.service import Runtime
@@ -58,7 +60,9 @@ def batch_size(per_pod_seconds: float) -> int:
 class Worker:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self.snapshot = Snapshot(rt.redis)
+        # Services and controllers (PodTopologySpread's default selectors), kept current
+        self.objects = ClusterObjects()
+        self.snapshot = Snapshot(rt.redis, self.objects)
         percentage = rt.config.percentage_of_nodes_to_score
         profiles = ProfileMap(rt.config, REGISTRY)
         self.providers = profiles.providers  # what the plugins read beyond the snapshot
@@ -86,8 +90,13 @@ class Worker:
         )
 
     async def run(self) -> None:
-        watch = PdbWatch(self.rt.js, self.providers.pdbs)
-        await retry_forever("watch PodDisruptionBudgets", watch.start)
+        js = self.rt.js
+        await retry_forever(
+            "watch PodDisruptionBudgets", lambda: watch_pdbs(js, self.providers.pdbs)
+        )
+        await retry_forever(
+            "watch Services and controllers", lambda: watch_owners(js, self.objects)
+        )
         self.rt.serving.set()  # it only asks others: it serves as soon as it runs
         await asyncio.gather(*(self._lane() for _ in range(LANES)))
 

@@ -1,8 +1,9 @@
 """Watch events from the public cluster subjects, decoded and validated once.
 
-A watch event is `{"type": ADDED|MODIFIED|DELETED, "object": <Pod|Node|PDB>}` on
-`ksched.cluster.nodes.<name>`, `ksched.cluster.pods.<namespace>.<name>` or
-`ksched.cluster.pdbs.<namespace>.<name>` (PodDisruptionBudgets).
+A watch event is `{"type": ADDED|MODIFIED|DELETED, "object": <object>}` on
+`ksched.cluster.nodes.<name>`, `ksched.cluster.priorityclasses.<name>` or, for the
+namespaced kinds, `ksched.cluster.<kind>.<namespace>.<name>` (pods, pdbs, podgroups,
+services, replicasets, statefulsets, replicationcontrollers).
 The subject plays the part of the API server's URL: it fills a missing
 namespace/name in the object and must agree with the ones present.
 """
@@ -30,6 +31,7 @@ from shared.api.models import (
     validate_label,
     validate_subdomain,
 )
+from shared.api.owners import OWNER_MODELS, Owner, name_error
 from shared.api.pdb import PodDisruptionBudget
 from shared.api.pod_validation import pod_spec_errors
 from shared.api.podresources import pod_resources_errors
@@ -41,17 +43,32 @@ from shared.subjects import (
     PODGROUPS_PREFIX,
     PODS_PREFIX,
     PRIORITYCLASSES_PREFIX,
+    REPLICASETS_PREFIX,
+    REPLICATIONCONTROLLERS_PREFIX,
+    SERVICES_PREFIX,
+    STATEFULSETS_PREFIX,
 )
 from shared.wire import DecodeError, decode_user_payload, pack
 
-Kind = Literal["node", "pod", "pdb", "podgroup", "priorityclass"]
-ClusterObject = Node | Pod | PodDisruptionBudget | PodGroup | PriorityClass
+Kind = Literal[
+    "node",
+    "pod",
+    "pdb",
+    "podgroup",
+    "priorityclass",
+    "service",
+    "replicaset",
+    "statefulset",
+    "replicationcontroller",
+]
+ClusterObject = Node | Pod | PodDisruptionBudget | PodGroup | PriorityClass | Owner
 _MODELS: dict[str, type[ClusterObject]] = {
     "node": Node,
     "pod": Pod,
     "pdb": PodDisruptionBudget,
     "podgroup": PodGroup,
     "priorityclass": PriorityClass,
+    **{kind.lower(): model for kind, model in OWNER_MODELS.items()},
 }
 # The API schema's type for each kind (shared/api/schema_fields.py).
 _SCHEMA_TYPES = {
@@ -60,7 +77,21 @@ _SCHEMA_TYPES = {
     "pdb": "PodDisruptionBudget",
     "podgroup": "PodGroup",
     "priorityclass": "PriorityClass",
+    "service": "Service",
+    "replicaset": "ReplicaSet",
+    "statefulset": "StatefulSet",
+    "replicationcontroller": "ReplicationController",
 }
+
+_NAMESPACED_PREFIXES = (
+    ("pod", PODS_PREFIX),
+    ("pdb", PDBS_PREFIX),
+    ("podgroup", PODGROUPS_PREFIX),
+    ("service", SERVICES_PREFIX),
+    ("replicaset", REPLICASETS_PREFIX),
+    ("statefulset", STATEFULSETS_PREFIX),
+    ("replicationcontroller", REPLICATIONCONTROLLERS_PREFIX),
+)
 
 
 # The integers msgpack packs: int64 and uint64.
@@ -106,19 +137,16 @@ def parse_subject(subject: str) -> SubjectRef:
             name = subject[len(prefix) + 1 :]
             if name:
                 return SubjectRef(kind, "", name)  # type: ignore[arg-type]
-    for kind, prefix in (
-        ("pod", PODS_PREFIX),
-        ("pdb", PDBS_PREFIX),
-        ("podgroup", PODGROUPS_PREFIX),
-    ):
+    for kind, prefix in _NAMESPACED_PREFIXES:
         if subject.startswith(prefix + "."):
             namespace, _, name = subject[len(prefix) + 1 :].partition(".")
             if namespace and name:
                 return SubjectRef(kind, namespace, name)  # type: ignore[arg-type]
+    namespaced = ", ".join(prefix.rsplit(".", 1)[1] for _, prefix in _NAMESPACED_PREFIXES)
     raise BadEvent(
         f"subject {subject!r} is not ksched.cluster.nodes.<name>, "
-        "ksched.cluster.pods.<namespace>.<name>, ksched.cluster.pdbs.<namespace>.<name>, "
-        "ksched.cluster.podgroups.<namespace>.<name> or ksched.cluster.priorityclasses.<name>"
+        "ksched.cluster.priorityclasses.<name> or "
+        f"ksched.cluster.<{namespaced}>.<namespace>.<name>"
     )
 
 
@@ -139,7 +167,7 @@ def decode_cluster_event(
         raise BadEvent(f"type must be one of {', '.join(EVENT_TYPES)}, got {etype!r}")
     raw = payload.get("object")
     if not isinstance(raw, dict):
-        raise BadEvent("object must be a Kubernetes Pod, Node or PodDisruptionBudget object")
+        raise BadEvent(f"object must be a Kubernetes {_MODELS[ref.kind].__name__} object")
     raw = _fill_names(raw, ref)
     model = _MODELS[ref.kind]
     key = template_key(raw.get("spec")) if model is Pod else None
@@ -198,8 +226,13 @@ def _validate_names(obj: ClusterObject) -> None:
         validate_subdomain(obj.metadata.name, "PodDisruptionBudget name")
     elif isinstance(obj, PriorityClass):
         validate_subdomain(obj.metadata.name, "PriorityClass name")
-    else:
+    elif isinstance(obj, Pod | PodGroup):
         validate_subdomain(obj.metadata.name, f"{obj.kind.lower()} name")
+        validate_label(obj.metadata.namespace, "namespace")
+    else:  # Services and controllers: the API server's message
+        error = name_error(obj)
+        if error:
+            raise ValueError(error)
         validate_label(obj.metadata.namespace, "namespace")
 
 

@@ -291,6 +291,10 @@ WORKLOADS = {
     "ReplicaSetSpec": "replicas minReadySeconds selector:LabelSelector template:PodTemplateSpec",
     "ReplicaSetStatus": """replicas fullyLabeledReplicas readyReplicas availableReplicas
         terminatingReplicas observedGeneration conditions:[WorkloadCondition]""",
+    "ReplicationController": """...TypeMeta metadata:ObjectMeta
+        spec:ReplicationControllerSpec status:ReplicaSetStatus""",
+    # core/v1: a selector that is a plain map; the status is a ReplicaSet's
+    "ReplicationControllerSpec": "replicas minReadySeconds selector:{} template:PodTemplateSpec",
     "StatefulSet": """...TypeMeta metadata:ObjectMeta spec:StatefulSetSpec
         status:StatefulSetStatus""",
     "StatefulSetSpec": """replicas selector:LabelSelector template:PodTemplateSpec
@@ -366,6 +370,7 @@ KINDS: dict[str, str] = {
     "PriorityClass": "scheduling.k8s.io/v1",
     "Deployment": "apps/v1",
     "ReplicaSet": "apps/v1",
+    "ReplicationController": "v1",
     "StatefulSet": "apps/v1",
     "DaemonSet": "apps/v1",
     "Job": "batch/v1",

@@ -24,6 +24,11 @@ _LABEL_VALUE_MSG = (
     "'-', '_' or '.', and must start and end with an alphanumeric character"
 )
 DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
+_DNS1035_LABEL_MSG = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+    "start with an alphabetic character, and end with an alphanumeric character"
+)
 DNS1123_SUBDOMAIN_FMT = f"{DNS1123_LABEL_FMT}(\\.{DNS1123_LABEL_FMT})*"
 _DNS1123_SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
@@ -38,6 +43,7 @@ QUALIFIED_NAME_RE = re.compile(QUALIFIED_NAME_FMT)
 LABEL_VALUE_RE = re.compile(LABEL_VALUE_FMT)
 DNS1123_LABEL_RE = re.compile(DNS1123_LABEL_FMT)
 DNS1123_SUBDOMAIN_RE = re.compile(DNS1123_SUBDOMAIN_FMT)
+DNS1035_LABEL_RE = re.compile(DNS1035_LABEL_FMT)
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
 QUALIFIED_NAME_MAX = 63
@@ -74,6 +80,16 @@ def dns1123_label_errors(value: str) -> list[str]:
             errs.append("must not contain dots")  # a subdomain of the right length: dots
         else:
             errs.append(_regex_error(_DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, "my-name", "123-abc"))
+    return errs
+
+
+def dns1035_label_errors(value: str) -> list[str]:
+    """validation.IsDNS1035Label (Service names)."""
+    errs = []
+    if byte_len(value) > DNS1123_LABEL_MAX:
+        errs.append(f"must be no more than {DNS1123_LABEL_MAX} characters")
+    if not DNS1035_LABEL_RE.fullmatch(value):
+        errs.append(_regex_error(_DNS1035_LABEL_MSG, DNS1035_LABEL_FMT, "my-name", "abc-123"))
     return errs
 
 
@@ -265,6 +281,14 @@ def not_supported(path: str, value: Any, supported: Sequence[str] = ()) -> str:
     return msg
 
 
+def go_string_map(value: Mapping[str, str] | None) -> str:
+    """%#v of a map[string]string (keys sorted, as fmt prints maps); None is a nil map."""
+    if value is None:
+        return "map[string]string(nil)"
+    items = ", ".join(f"{go_quote(k)}:{go_quote(v)}" for k, v in sorted(value.items()))
+    return f"map[string]string{{{items}}}"
+
+
 def aggregate(errors: Iterable[str]) -> str:
     """utilerrors.NewAggregate(...).Error(): duplicates dropped, several in brackets."""
     unique = list(dict.fromkeys(errors))
@@ -274,3 +298,9 @@ def aggregate(errors: Iterable[str]) -> str:
 def inclusive_range(low: int, high: int) -> str:
     """validation.InclusiveRangeError."""
     return f"must be between {low} and {high}, inclusive"
+
+
+def invalid_object(kind: str, name: str, errors: Iterable[str]) -> str:
+    """apierrors.NewInvalid(kind, name, errors).Error(): what the API server answers a
+    create or update it refuses. `kind` is the qualified kind ("StatefulSet.apps")."""
+    return f"{kind} {go_quote(name)} is invalid: {aggregate(errors)}"

@@ -6,10 +6,11 @@ its class line states its phases, and the framework finds them with isinstance.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from shared.api.owners import OWNER_MODELS, Controller, Owner, Service
 from shared.framework.status import Status
 from shared.framework.types import NodeInfo, PodInfo
 
@@ -265,8 +266,54 @@ EXTENSION_POINTS: dict[str, type] = {
 
 @dataclass
 class ClusterObjects:
-    """Objects besides nodes and pods that plugins read (namespaces for
-    namespaceSelector, services for PodTopologySpread's system defaults)."""
+    """Objects besides nodes and pods that plugins read (kube's listers): namespace labels
+    for namespaceSelector, and the Services and pod controllers whose selectors
+    PodTopologySpread's default constraints take (helper.DefaultSelector). A service
+    keeps them current from the cluster stream (shared/runtime/informer.py); the tools
+    fill them from manifests with `add`."""
 
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
-    services: list[dict] = field(default_factory=list)  # raw core/v1 Services
+    services: dict[str, dict[str, Service]] = field(default_factory=dict)  # ns -> name ->
+    controllers: dict[tuple[str, str, str], Controller] = field(default_factory=dict)
+
+    def services_in(self, namespace: str) -> Iterable[Service]:
+        return self.services.get(namespace, {}).values()
+
+    def controller(self, kind: str, namespace: str, name: str) -> Controller | None:
+        """The ReplicaSet, StatefulSet or ReplicationController of that name."""
+        return self.controllers.get((kind, namespace, name))
+
+    @property
+    def selecting(self) -> bool:
+        """Whether any object could give a pod a default spreading selector."""
+        return bool(self.services or self.controllers)
+
+    def put(self, obj: Owner) -> None:
+        meta = obj.metadata
+        if isinstance(obj, Service):
+            self.services.setdefault(meta.namespace, {})[meta.name] = obj
+        else:
+            self.controllers[obj.kind, meta.namespace, meta.name] = obj
+
+    def remove(self, kind: str, namespace: str, name: str) -> None:
+        if kind != "Service":
+            self.controllers.pop((kind, namespace, name), None)
+            return
+        in_namespace = self.services.get(namespace, {})
+        in_namespace.pop(name, None)
+        if not in_namespace:
+            self.services.pop(namespace, None)
+
+    def add(self, raw: dict[str, Any]) -> bool:
+        """File a manifest's object if plugins read its kind (a Namespace, a Service, a
+        controller); False for other kinds. Raises ValidationError for a bad one."""
+        kind = raw.get("kind")
+        if kind == "Namespace":
+            meta = raw.get("metadata") or {}
+            self.namespace_labels[meta.get("name", "")] = meta.get("labels") or {}
+            return True
+        model = OWNER_MODELS.get(kind) if isinstance(kind, str) else None
+        if model is None:
+            return False
+        self.put(model.model_validate(raw))
+        return True

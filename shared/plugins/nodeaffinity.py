@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from shared.api.models import NodeAffinity as NodeAffinityTerms
 from shared.api.models import NodeSelector, NodeSelectorTerm, describe_validation_error
-from shared.api.validation import not_supported
+from shared.api.validation import aggregate, not_supported
 from shared.config import ConfigError
 from shared.framework.columns import (
     BoolArray,
@@ -49,7 +49,6 @@ from shared.framework.selectors import (
     OBJECT_NAME_FIELD,
     ParsedNodeSelector,
     PreferredTerms,
-    aggregate,
     parse_node_selector,
     parse_preferred_terms,
 )

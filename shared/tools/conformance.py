@@ -83,11 +83,7 @@ def build_snapshot(case: Mapping[str, Any]) -> ClusterSnapshot:
         infos.setdefault(node, NodeInfo(node)).add_pod(pod)
     objects = ClusterObjects()
     for obj in case.get("clusterObjects") or []:
-        if obj.get("kind") == "Namespace":
-            meta = obj.get("metadata") or {}
-            objects.namespace_labels[meta.get("name", "")] = meta.get("labels") or {}
-        elif obj.get("kind") == "Service":
-            objects.services.append(obj)
+        objects.add(obj)
     snapshot = ClusterSnapshot(infos.values(), objects)
     snapshot.fill_image_states()
     return snapshot

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from services.cache.cache import ADDED, ASSUMED, Cache
-from shared.config import Profile
+from shared.config import Profile, parse_config
 from shared.framework.runtime import Framework
+from shared.framework.status import Code
 from shared.framework.types import PodInfo
 from shared.plugins import REGISTRY
 from shared.tools.synthetic import make_node, make_pod
@@ -229,3 +230,67 @@ def test_an_attempt_older_than_the_assumed_one_is_refused(cache: Cache) -> None:
     assert cache.assume_pod(FW, pod("a"), "n1", "ua", 9, cycle=2).ok
     assert cache.pods["default/a"].node == "n1"
     assert cache.nodes["n2"].requested.get("cpu", 0) == 0
+
+
+# PodTopologySpread with a hard default constraint (List defaulting): zone maxSkew 1.
+HARD_DEFAULTS = Framework.from_profile(
+    parse_config(
+        {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {
+                            "name": "PodTopologySpread",
+                            "args": {
+                                "defaultingType": "List",
+                                "defaultConstraints": [
+                                    {
+                                        "maxSkew": 1,
+                                        "topologyKey": "topology.kubernetes.io/zone",
+                                        "whenUnsatisfiable": "DoNotSchedule",
+                                    }
+                                ],
+                            },
+                        }
+                    ]
+                }
+            ],
+        }
+    ).profiles[0],
+    REGISTRY,
+)
+WEB_SERVICE = {"kind": "Service", "metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}}}
+
+
+def _zoned_cache(clock: Clock) -> Cache:
+    c = Cache(clock, ttl=30, unbound_ttl=300)
+    for name, zone in (("a1", "zone-a"), ("b1", "zone-b")):
+        c.add_or_update_node(make_node(name, cpu="4", memory="4Gi", pods=10, zone=zone))
+    return c
+
+
+def test_hard_default_spreading_is_validated_with_the_services_the_cache_knows(
+    clock: Clock,
+) -> None:
+    """The cache's objects are those its informer keeps: a Service selecting the pods gives
+    the default constraint its selector, and the second web pod may not join the first."""
+    cache = _zoned_cache(clock)
+    web = [PodInfo.of(make_pod(f"w{i}", labels={"app": "web"})) for i in range(2)]
+    assert cache.assume_pod(HARD_DEFAULTS, web[0], "a1", "u0", 1).ok
+    seen = cache.nodes["a1"].generation
+    assert cache.verdict_holds(HARD_DEFAULTS, web[1].raw, "a1", seen)  # nothing selects yet
+    cache.objects.add(WEB_SERVICE)
+    assert not cache.verdict_holds(HARD_DEFAULTS, web[1].raw, "a1", seen)
+    result = cache.assume_pod(HARD_DEFAULTS, web[1], "a1", "u1", 1)
+    assert not result.ok and result.status is not None
+    assert result.status.code == Code.UNSCHEDULABLE
+    assert cache.assume_pod(HARD_DEFAULTS, web[1], "b1", "u1", 1).ok
+
+
+def test_system_default_spreading_only_scores_so_the_verdict_holds(clock: Clock) -> None:
+    cache = _zoned_cache(clock)
+    cache.objects.add(WEB_SERVICE)
+    seen = cache.nodes["a1"].generation
+    assert cache.verdict_holds(FW, make_pod("w", labels={"app": "web"}), "a1", seen)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import fields, replace
 from typing import Any
 
 import pytest
@@ -138,23 +139,35 @@ def test_bad_manifests_name_file_document_and_field() -> None:
         "bad.yaml: document 1, items[0]: spec.containers[0].resources.requests.cpu: "
         "must be non-negative, got '-1'"
     )
-    with pytest.raises(ManifestError, match=r"^f: document 0: kind: Unsupported value: 'Widget'"):
-        plan(parse_manifests("kind: Widget\nmetadata: {name: w}\n", "f"), Current(), "")
-    with pytest.raises(ManifestError, match=r"^w.yaml: document 0: spec.replicas: Invalid value"):
+    with pytest.raises(ManifestError, match=r"^f: document 0: kind: Required value"):
+        plan(parse_manifests("metadata: {name: w}\n", "f"), Current(), "")
+    with pytest.raises(
+        ManifestError,
+        match=r'^w.yaml: document 0: Deployment.apps "web" is invalid: spec.replicas: Invalid',
+    ):
         plan([workload("Deployment", replicas=-1, template=template())], Current(), "")
     with pytest.raises(ManifestError, match=r"^f: not valid YAML or JSON"):
         parse_manifests("a: [", "f")
 
 
-def current_from(applied: list[Any]) -> Current:
-    pods, nodes = {}, {}
+def current_from(applied: list[Any], current: Current | None = None) -> Current:
+    """The cluster after publishing `applied` onto `current`: its tables, by kind."""
+    current = current or Current()
+    tables: dict[str, dict[str, Any]] = {
+        f.name: dict(getattr(current, f.name)) for f in fields(Current)
+    }
+    names = {"Pod": "pods", "Node": "nodes", "ReplicaSet": "replica_sets"}
+    names |= {"StatefulSet": "stateful_sets", "Service": "services"}
+    names |= {"PodDisruptionBudget": "pdbs"}
     for seq, a in enumerate((a for item in applied for a in item.actions), start=1):
         meta = a.obj["metadata"]
-        if a.kind == "Node":
-            nodes[meta["name"]] = (a.obj, seq)
-        elif a.etype != "DELETED":
-            pods[f"{meta['namespace']}/{meta['name']}"] = (a.obj, seq)
-    return Current(pods, nodes)
+        key = meta["name"] if a.kind == "Node" else f"{meta['namespace']}/{meta['name']}"
+        table = tables[names[a.kind]]
+        if a.etype == "DELETED":
+            table.pop(key, None)
+        elif a.etype:
+            table[key] = (a.obj, seq)
+    return Current(**tables)
 
 
 def test_apply_creates_then_is_unchanged_keeps_bindings_and_scales_down() -> None:
@@ -167,20 +180,20 @@ def test_apply_creates_then_is_unchanged_keeps_bindings_and_scales_down() -> Non
     manifests = [Manifest(make_node("n1"), "f", "document 0"), Manifest(deploy, "f", "document 1")]
     first = plan(manifests, Current(), "2024-01-01T00:00:00Z", new_uid=lambda: "u")
     assert [a.line for a in first] == ["node/n1 created", "deployment.apps/web created"]
-    assert {a.obj["metadata"]["uid"] for a in first[1].actions} == {"u"}
+    assert {a.obj["metadata"]["uid"] for a in first[1].actions if a.kind == "Pod"} == {"u"}
     current = current_from(first)
     # the scheduler bound one pod meanwhile: re-applying keeps it bound
     key = next(iter(current.pods))
     bound, seq = current.pods[key]
     bound = {**bound, "spec": {**bound["spec"], "nodeName": "n1"}, "status": {"phase": "Pending"}}
-    current = Current({**current.pods, key: (bound, seq)}, current.nodes)
+    current = replace(current, pods={**current.pods, key: (bound, seq)})
     again = plan(manifests, current, "later")
     assert [a.line for a in again] == ["node/n1 unchanged", "deployment.apps/web unchanged"]
     deploy["spec"]["replicas"] = 1
     scaled = plan(manifests, current, "later")
     assert scaled[1].line == "deployment.apps/web configured"
     verbs = sorted(a.verb for a in scaled[1].actions)
-    assert verbs == ["deleted", "deleted", "unchanged"]
+    assert verbs == ["configured", "deleted", "deleted", "unchanged"]  # the ReplicaSet scaled
     changed = Manifest(
         {**bound, "metadata": {**bound["metadata"], "labels": {"app": "v2"}}}, "f", "d"
     )

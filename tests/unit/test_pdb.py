@@ -1,10 +1,9 @@
 """PodDisruptionBudgets on ksched.cluster.pdbs.<ns>.<name>: decoded and validated like
 pods (bad ones are BadEvents, which the watcher reports), routed nowhere by the watcher,
-and kept by the worker's PdbWatch from the stream."""
+and kept by the worker's informer (PdbLister) from the stream."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -12,10 +11,11 @@ from typing import Any
 import pytest
 
 from services.watcher.routing import route
-from services.worker.preempt import PdbWatch
+from services.worker.preempt import PdbLister
 from shared.api.events import BadEvent, decode_cluster_event
 from shared.api.pdb import PodDisruptionBudget
-from shared.subjects import pdb_subject
+from shared.runtime.informer import Informer
+from shared.subjects import PDBS_PREFIX, pdb_subject
 from shared.tools.synthetic import make_pdb
 
 SUBJECT = pdb_subject("default", "db")
@@ -68,19 +68,16 @@ class FakeMsg:
 
 def test_pdb_watch_keeps_the_latest_good_budget_per_subject() -> None:
     pdbs: list[PodDisruptionBudget] = []
-    watch = PdbWatch(None, pdbs)  # type: ignore[arg-type]
+    watch = Informer(None, (PDBS_PREFIX,), PdbLister(pdbs).on_change, "PDBs")  # type: ignore[arg-type]
     other = pdb_subject("default", "web")
 
-    async def feed(subject: str, data: bytes) -> None:
-        await watch.on_msg(FakeMsg(subject, data))  # type: ignore[arg-type]
+    def feed(subject: str, data: bytes) -> None:
+        watch.on_msg(FakeMsg(subject, data))  # type: ignore[arg-type]
 
-    async def run() -> None:
-        await feed(SUBJECT, encode(make_pdb("db", {"app": "db"}, min_available=1)))
-        await feed(other, encode(make_pdb("web", {"app": "web"})))
-        assert sorted(p.key for p in pdbs) == ["default/db", "default/web"]
-        await feed(SUBJECT, encode(make_pdb("db", {"app": "db"}), "DELETED"))
-        assert [p.key for p in pdbs] == ["default/web"]
-        await feed(other, b"{not json")  # malformed: the outdated version goes too
-        assert pdbs == []
-
-    asyncio.run(run())
+    feed(SUBJECT, encode(make_pdb("db", {"app": "db"}, min_available=1)))
+    feed(other, encode(make_pdb("web", {"app": "web"})))
+    assert sorted(p.key for p in pdbs) == ["default/db", "default/web"]
+    feed(SUBJECT, encode(make_pdb("db", {"app": "db"}), "DELETED"))
+    assert [p.key for p in pdbs] == ["default/web"]
+    feed(other, b"{not json")  # malformed: the outdated version goes too
+    assert pdbs == []

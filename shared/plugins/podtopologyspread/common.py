@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from shared.api.models import LabelSelector, LabelSelectorRequirement, TopologySpreadConstraint
 from shared.framework.selectors import label_selector_matches
@@ -95,23 +95,6 @@ def filter_constraints(
         for c in raw
         if c.when_unsatisfiable == action
     ]
-
-
-def default_selector(pod: PodInfo, services: list[dict[str, Any]]) -> LabelSelector:
-    """helper.DefaultSelector over Services: the merged selectors of the Services in the
-    pod's namespace that select it (a Service with a nil selector selects nothing)."""
-    merged: dict[str, str] = {}
-    labels = pod.pod.metadata.labels
-    for svc in services:
-        meta = svc.get("metadata") or {}
-        if (meta.get("namespace") or "default") != pod.pod.metadata.namespace:
-            continue
-        selector = (svc.get("spec") or {}).get("selector")
-        if selector is None:
-            continue
-        if all(labels.get(k) == v for k, v in selector.items()):
-            merged.update(selector)
-    return LabelSelector(match_labels=merged)
 
 
 def has_all_keys(labels: Mapping[str, str], constraints: list[Constraint]) -> bool:

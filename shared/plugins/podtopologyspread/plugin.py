@@ -3,7 +3,8 @@
 DoNotSchedule constraints filter (skew over maxSkew, or a node missing a topology
 key); ScheduleAnyway constraints score. Pods without constraints get the
 default constraints (System: hostname maxSkew 3 and zone maxSkew 5, both
-ScheduleAnyway), with a selector from the Services that select the pod.
+ScheduleAnyway), with a selector from the Services that select the pod and from its
+controller (helper.DefaultSelector).
 kube-scheduler's pkg/scheduler/framework/plugins/podtopologyspread/plugin.go; the
 phases' work is in filtering.py and scoring.py, what they share in common.py, the
 columnar forms in batch.py.
@@ -50,13 +51,13 @@ from shared.framework.interface import (
 from shared.framework.plugin_args import arg_error, reject_unknown
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import LABEL_ZONE, NodeInfo, PodInfo
+from shared.plugins.helper import default_selector
 from shared.plugins.podtopologyspread import batch, filtering, scoring
 from shared.plugins.podtopologyspread.common import (
     DO_NOT_SCHEDULE,
     LABEL_HOSTNAME,
     SCHEDULE_ANYWAY,
     Constraint,
-    default_selector,
     filter_constraints,
     has_all_keys,
 )
@@ -96,21 +97,25 @@ class PodTopologySpread(
         self.handle = handle
         self.defaults = defaults
         self.system_defaulted = system_defaulted
+        # Whether Filter may judge a pod without constraints of its own (List defaults
+        # with DoNotSchedule; the system defaults only score).
+        self.filters_by_default = any(c.when_unsatisfiable == DO_NOT_SCHEDULE for c in defaults)
 
     def _constraints(self, pod: PodInfo, action: str) -> list[Constraint]:
-        """The pod's own constraints, else buildDefaultConstraints (only with a non-empty
-        default selector)."""
+        """The pod's own constraints, else buildDefaultConstraints."""
         labels = pod.pod.metadata.labels
         if pod.pod.spec.topology_spread_constraints:
             return filter_constraints(pod.pod.spec.topology_spread_constraints, labels, action)
-        services = self.handle.snapshot.objects.services
-        if not self.defaults or not services:
-            return []
-        # the selector first: without a Service selecting the pod, no default applies
-        selector = default_selector(pod, services)
-        if not selector.match_labels:
+        objects = self.handle.snapshot.objects
+        if not self.defaults or not objects.selecting:  # no selector could come: skip
             return []
         constraints = filter_constraints(self.defaults, labels, action)
+        if not constraints:
+            return []
+        # from the pod's Services and controller; an empty one means no default applies
+        selector = default_selector(pod, objects)
+        if not selector.match_labels and not selector.match_expressions:
+            return []
         return [c.with_selector(selector) for c in constraints]
 
     # --- PreFilter / Filter ---------------------------------------------------------

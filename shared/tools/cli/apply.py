@@ -5,7 +5,12 @@ Like the API server on create, apply fills in metadata.uid, creationTimestamp an
 namespace; on an update it keeps what the cluster owns (uid, creationTimestamp,
 spec.nodeName, status), so re-applying a bound pod does not unbind it. Pods a
 re-applied workload no longer wants (scaled down, replaced template, vanished node)
-are deleted, as its controller would.
+are deleted, as its controller would, and so is a Deployment's ReplicaSet of an older
+template (ksched keeps no revision history).
+
+Objects of kinds ksched does not schedule by (ConfigMaps, Secrets, RBAC, PVCs, ...)
+are skipped with one warning each, as a line of their own: the rest of the file is
+applied.
 """
 
 from __future__ import annotations
@@ -17,13 +22,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.api.models import object_key
+from shared.subjects import (
+    node_subject,
+    pdb_subject,
+    pod_subject,
+    priority_class_subject,
+    replica_set_subject,
+    replication_controller_subject,
+    service_subject,
+    stateful_set_subject,
+)
 from shared.tools.cli.manifests import Manifest
 from shared.tools.cli.workloads import (
     WORKLOAD_KINDS,
+    controller_objects,
     expand,
     owner_reference,
     validate_node,
+    validate_owner,
     validate_pod,
+    with_default_selector,
 )
 
 # kubectl's resource.group names in `kind/name created`
@@ -32,45 +50,101 @@ RESOURCE_NAMES = {
     "Node": "node",
     "PodDisruptionBudget": "poddisruptionbudget.policy",
     "PriorityClass": "priorityclass.scheduling.k8s.io",
+    "Service": "service",
+    "ReplicationController": "replicationcontroller",
     "Deployment": "deployment.apps",
     "ReplicaSet": "replicaset.apps",
     "StatefulSet": "statefulset.apps",
     "DaemonSet": "daemonset.apps",
     "Job": "job.batch",
 }
-SUPPORTED_KINDS = ("Pod", "Node", "PodDisruptionBudget", "PriorityClass", *WORKLOAD_KINDS)
+SUPPORTED_KINDS = (
+    "Pod",
+    "Node",
+    "PodDisruptionBudget",
+    "PriorityClass",
+    "Service",
+    *WORKLOAD_KINDS,
+)
 CLUSTER_SCOPED = ("Node", "PriorityClass")
-API_VERSIONS = {"PodDisruptionBudget": "policy/v1", "PriorityClass": "scheduling.k8s.io/v1"}
+API_VERSIONS = {
+    "PodDisruptionBudget": "policy/v1",
+    "PriorityClass": "scheduling.k8s.io/v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
+}
+_NAMESPACED_SUBJECTS = {
+    "Pod": pod_subject,
+    "PodDisruptionBudget": pdb_subject,
+    "Service": service_subject,
+    "ReplicaSet": replica_set_subject,
+    "StatefulSet": stateful_set_subject,
+    "ReplicationController": replication_controller_subject,
+}
 SERVER_FIELDS = ("uid", "creationTimestamp", "resourceVersion", "generation")
 # What Priority admission sets on a pod that did not state it (shared/api/priority.py)
 ADMISSION_FIELDS = ("priority", "priorityClassName", "preemptionPolicy")
+
+
+Table = Mapping[str, tuple[dict[str, Any], int]]  # key -> (object, stream sequence)
 
 
 @dataclass(frozen=True)
 class Current:
     """The cluster as apply sees it: objects and their stream sequences."""
 
-    pods: Mapping[str, tuple[dict[str, Any], int]] = field(default_factory=dict)  # ns/name
-    nodes: Mapping[str, tuple[dict[str, Any], int]] = field(default_factory=dict)
-    pdbs: Mapping[str, tuple[dict[str, Any], int]] = field(default_factory=dict)
-    priority_classes: Mapping[str, tuple[dict[str, Any], int]] = field(default_factory=dict)
+    pods: Table = field(default_factory=dict)  # ns/name
+    nodes: Table = field(default_factory=dict)
+    pdbs: Table = field(default_factory=dict)
+    priority_classes: Table = field(default_factory=dict)
+    services: Table = field(default_factory=dict)
+    replica_sets: Table = field(default_factory=dict)
+    stateful_sets: Table = field(default_factory=dict)
+    replication_controllers: Table = field(default_factory=dict)
+
+    def table(self, kind: str) -> Table:
+        return {
+            "Pod": self.pods,
+            "Node": self.nodes,
+            "PodDisruptionBudget": self.pdbs,
+            "PriorityClass": self.priority_classes,
+            "Service": self.services,
+            "ReplicaSet": self.replica_sets,
+            "StatefulSet": self.stateful_sets,
+            "ReplicationController": self.replication_controllers,
+        }[kind]
 
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # Pod, Node, PodDisruptionBudget
+    kind: str  # Pod, Node, PodDisruptionBudget, Service, ReplicaSet, ...
     obj: dict[str, Any]
     etype: str  # ADDED, MODIFIED, DELETED; "" publishes nothing (unchanged)
     expected_seq: int | None  # publish only if the subject is still at this sequence
     verb: str
 
+    @property
+    def subject(self) -> str:
+        return subject_of(self.kind, self.obj)
+
 
 @dataclass
 class Applied:
-    """One line of output and the actions behind it."""
+    """One line of output and the actions behind it; a warning goes to stderr."""
 
     line: str
     actions: list[Action]
+    warning: bool = False
+
+
+def subject_of(kind: str, obj: dict[str, Any]) -> str:
+    """The public subject an object of `kind` is published on."""
+    meta = obj["metadata"]
+    if kind == "Node":
+        return node_subject(meta["name"])
+    if kind == "PriorityClass":
+        return priority_class_subject(meta["name"])
+    return _NAMESPACED_SUBJECTS[kind](meta.get("namespace") or "default", meta["name"])
 
 
 def key_of(obj: dict[str, Any], namespaced: bool = True) -> str:
@@ -93,11 +167,14 @@ def plan(
     out = []
     for m in manifests:
         kind = m.obj.get("kind")
+        if not isinstance(kind, str) or not kind:
+            raise m.error("kind: Required value")
         if kind not in SUPPORTED_KINDS:
-            raise m.error(
-                f"kind: Unsupported value: {kind!r}: supported values: {list(SUPPORTED_KINDS)}"
-            )
+            out.append(_skipped(m.obj))
+            continue
         if kind in WORKLOAD_KINDS:
+            m = with_default_selector(m)
+            validate_owner(m)
             pods = expand(m, list(nodes.values()))
             for pod in pods:
                 validate_pod(m, pod)
@@ -107,6 +184,8 @@ def plan(
             validate_pod(m, m.obj)
         elif kind != "Node" and not (m.obj.get("metadata") or {}).get("name"):
             raise m.error("metadata.name: Required value")
+        elif kind == "Service":
+            validate_owner(m)
         action = _one(kind, m.obj, current, now, new_uid)
         out.append(
             Applied(f"{RESOURCE_NAMES[kind]}/{m.obj['metadata']['name']} {action.verb}", [action])
@@ -114,9 +193,15 @@ def plan(
     return out
 
 
-def _table(kind: str, current: Current) -> Mapping[str, tuple[dict[str, Any], int]]:
-    tables = {"Pod": current.pods, "Node": current.nodes, "PriorityClass": current.priority_classes}
-    return tables.get(kind, current.pdbs)
+def _skipped(obj: dict[str, Any]) -> Applied:
+    """kubectl-like: one warning line for an object of a kind ksched does not schedule by."""
+    kind = obj["kind"]
+    meta = obj.get("metadata") or {}
+    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+    resource = kind.lower() + (f".{group}" if group else "")
+    name = meta.get("name") or meta.get("generateName") or ""
+    line = f"Warning: {resource}/{name} skipped: ksched does not schedule {kind}"
+    return Applied(line, [], warning=True)
 
 
 def _one(
@@ -128,7 +213,7 @@ def _one(
     namespaced = kind not in CLUSTER_SCOPED
     if namespaced:
         meta["namespace"] = meta.get("namespace") or "default"
-    existing = _table(kind, current).get(key_of(desired, namespaced))
+    existing = current.table(kind).get(key_of(desired, namespaced))
     if existing is None:
         meta.setdefault("uid", new_uid())
         meta.setdefault("creationTimestamp", now)
@@ -159,12 +244,26 @@ def _workload(
     now: str,
     new_uid: Callable[[], str],
 ) -> Applied:
-    actions = [_one("Pod", pod, current, now, new_uid) for pod in pods]
+    """The workload's objects (its ReplicaSet, StatefulSet, ...) and pods, and the
+    deletion of what it owned and no longer wants."""
+    owned = controller_objects(m)
+    actions = [_one(o["kind"], o, current, now, new_uid) for o in owned]
+    actions += [_one("Pod", pod, current, now, new_uid) for pod in pods]
+    owner = _owner_uid(m)
+    # A Deployment owns ReplicaSets, which own its pods: the ReplicaSets of older
+    # templates go, and so do their pods.
+    wanted_sets = {key_of(o) for o in owned if o["kind"] == "ReplicaSet"}
+    owners = {owner, *(o["metadata"]["uid"] for o in owned)}
+    for key, (old, seq) in sorted(current.replica_sets.items()):
+        if owner not in _owner_uids(old):
+            continue
+        if uid := (old.get("metadata") or {}).get("uid"):
+            owners.add(uid)
+        if key not in wanted_sets:
+            actions.append(Action("ReplicaSet", old, "DELETED", seq, "deleted"))
     wanted = {key_of(p) for p in pods}
-    owner = pods[0]["metadata"]["ownerReferences"][0]["uid"] if pods else _owner_uid(m)
     for key, (old, seq) in sorted(current.pods.items()):
-        refs = (old.get("metadata") or {}).get("ownerReferences") or []
-        if key not in wanted and any(r.get("uid") == owner for r in refs):
+        if key not in wanted and owners & _owner_uids(old):
             actions.append(Action("Pod", old, "DELETED", seq, "deleted"))
     verbs = {a.verb for a in actions}
     verb = (
@@ -175,6 +274,12 @@ def _workload(
         else "configured"
     )
     return Applied(f"{RESOURCE_NAMES[m.obj['kind']]}/{m.obj['metadata']['name']} {verb}", actions)
+
+
+def _owner_uids(obj: dict[str, Any]) -> set[str]:
+    """The uids of the object's owners (a reference without one names nobody)."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return {r["uid"] for r in refs if isinstance(r, dict) and r.get("uid")}
 
 
 def _owner_uid(m: Manifest) -> str:

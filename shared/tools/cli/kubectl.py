@@ -18,13 +18,7 @@ from nats.js.errors import APIError
 
 from shared.plugins import REGISTRY
 from shared.runtime.connections import ensure_streams
-from shared.subjects import (
-    EXPECTED_LAST_SUBJECT_SEQ,
-    node_subject,
-    pdb_subject,
-    pod_subject,
-    priority_class_subject,
-)
+from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ
 from shared.tools.cli.apply import Action, Current, plan, pod_lines
 from shared.tools.cli.describe import describe_node, describe_pod
 from shared.tools.cli.live import CliError, ClusterWatch, Entry, connect, read_cluster, read_events
@@ -80,27 +74,13 @@ async def with_nats(url: str, body: Callable[[NATS], Awaitable[int]]) -> int:
 # --- apply / delete ---------------------------------------------------------------
 
 
-def subject_of(kind: str, obj: dict[str, Any]) -> str:
-    meta = obj["metadata"]
-    if kind == "Node":
-        return node_subject(meta["name"])
-    if kind == "PriorityClass":
-        return priority_class_subject(meta["name"])
-    ns = meta.get("namespace") or "default"
-    return (
-        pdb_subject(ns, meta["name"])
-        if kind == "PodDisruptionBudget"
-        else pod_subject(ns, meta["name"])
-    )
-
-
 async def publish(js: JetStreamContext, action: Action) -> None:
     if not action.etype:
         return
     headers = {EXPECTED_LAST_SUBJECT_SEQ: str(action.expected_seq)} if action.expected_seq else None
     data = dump_json({"type": action.etype, "object": action.obj})
     try:
-        await js.publish(subject_of(action.kind, action.obj), data, headers=headers)
+        await js.publish(action.subject, data, headers=headers)
     except APIError as err:
         name = action.obj["metadata"]["name"]
         raise CliError(
@@ -114,7 +94,14 @@ def current_of(watch: ClusterWatch) -> Current:
         return {k: (e.obj, e.seq) for k, e in table.items()}
 
     return Current(
-        pairs(watch.pods), pairs(watch.nodes), pairs(watch.pdbs), pairs(watch.priority_classes)
+        pairs(watch.pods),
+        pairs(watch.nodes),
+        pairs(watch.pdbs),
+        pairs(watch.priority_classes),
+        pairs(watch.services),
+        pairs(watch.replica_sets),
+        pairs(watch.stateful_sets),
+        pairs(watch.replication_controllers),
     )
 
 
@@ -124,6 +111,9 @@ async def apply(nc: NATS, manifests: list[Manifest], out: Callable[[str], None])
     watch = await read_cluster(js)
     applied = plan(manifests, current_of(watch), stamp(now_utc()))
     for item in applied:
+        if item.warning:  # a kind ksched does not schedule by: skipped, said on stderr
+            print(item.line, file=sys.stderr)
+            continue
         # many acks in flight: one at a time would be ~2k objects/s
         await asyncio.gather(*(publish(js, a) for a in item.actions))
         out(item.line)

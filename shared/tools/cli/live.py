@@ -29,6 +29,10 @@ from shared.subjects import (
     PDBS_PREFIX,
     PODS_PREFIX,
     PRIORITYCLASSES_PREFIX,
+    REPLICASETS_PREFIX,
+    REPLICATIONCONTROLLERS_PREFIX,
+    SERVICES_PREFIX,
+    STATEFULSETS_PREFIX,
     event_subject,
 )
 
@@ -108,6 +112,10 @@ class ClusterWatch:
     nodes: dict[str, Entry] = field(default_factory=dict)
     pdbs: dict[str, Entry] = field(default_factory=dict)
     priority_classes: dict[str, Entry] = field(default_factory=dict)
+    services: dict[str, Entry] = field(default_factory=dict)
+    replica_sets: dict[str, Entry] = field(default_factory=dict)
+    stateful_sets: dict[str, Entry] = field(default_factory=dict)
+    replication_controllers: dict[str, Entry] = field(default_factory=dict)
     on_change: Change | None = None
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -162,6 +170,14 @@ class ClusterWatch:
             return "pdb", self.pdbs
         if subject.startswith(PRIORITYCLASSES_PREFIX + "."):
             return "priorityclass", self.priority_classes
+        for kind, prefix, table in (
+            ("service", SERVICES_PREFIX, self.services),
+            ("replicaset", REPLICASETS_PREFIX, self.replica_sets),
+            ("statefulset", STATEFULSETS_PREFIX, self.stateful_sets),
+            ("replicationcontroller", REPLICATIONCONTROLLERS_PREFIX, self.replication_controllers),
+        ):
+            if subject.startswith(prefix + "."):
+                return kind, table
         return "", None
 
 

@@ -43,11 +43,8 @@ def build_cluster(objects: list[dict[str, Any]]) -> ClusterSnapshot:
             infos[info.name] = info
         elif kind == "Pod":
             pods.append(obj)
-        elif kind == "Namespace":
-            meta = obj.get("metadata") or {}
-            extra.namespace_labels[meta.get("name", "")] = meta.get("labels") or {}
-        elif kind == "Service":
-            extra.services.append(obj)
+        else:  # Namespaces, Services and controllers are read; other kinds are not
+            extra.add(obj)
     for i, raw in enumerate(pods):
         pod = PodInfo.of(raw, i + 1)
         node = pod.pod.spec.node_name

@@ -6,6 +6,7 @@ controller once, at apply time:
   Deployment   a ReplicaSet `<name>-<pod-template-hash>`, `replicas` pods
                `<replicaset>-<5 chars>` labelled with the pod-template-hash
   ReplicaSet   `replicas` pods `<name>-<5 chars>`
+  ReplicationController  likewise
   StatefulSet  `replicas` pods `<name>-<ordinal>`
   Job          min(parallelism, completions) pods `<name>-<5 chars>`
   DaemonSet    one pod `<name>-<5 chars>` per current node the pod may run on
@@ -16,6 +17,12 @@ controller once, at apply time:
 Generated names are derived from the owner and the ordinal instead of drawn at
 random, so that applying the same file twice names the same pods (kubectl's
 `unchanged`) rather than creating more.
+
+The ReplicaSets, StatefulSets and ReplicationControllers (a Deployment's ReplicaSet
+included) are published too, with stable uids that their pods' ownerReferences
+name: PodTopologySpread's default constraints take their selectors
+(`controller_objects`). As the extensions/v1beta1 API did, a workload without
+spec.selector gets its template's labels as its selector (apps/v1 requires one).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from shared.api.models import Node, Pod, describe_validation_error, validate_subdomain
+from shared.api.owners import OWNER_MODELS, Deployment, name_error
 from shared.api.podresources import pod_resources_errors
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.nodeaffinity import required_node_affinity_matches
@@ -38,7 +46,18 @@ from shared.tools.cli.manifests import Manifest
 
 # k8s.io/apimachinery/pkg/util/rand: no vowels, no confusable digits.
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job", "DaemonSet")
+WORKLOAD_KINDS = (
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "ReplicationController",
+    "Job",
+    "DaemonSet",
+)
+# The workloads whose objects ksched keeps live (shared/api/owners.py), and Deployments,
+# validated like them.
+SELECTING_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController")
+POD_TEMPLATE_HASH = "pod-template-hash"
 DAEMONSET_TOLERATIONS: tuple[tuple[str, str], ...] = (
     ("node.kubernetes.io/not-ready", "NoExecute"),
     ("node.kubernetes.io/unreachable", "NoExecute"),
@@ -78,26 +97,26 @@ def expand(m: Manifest, nodes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
     (for a DaemonSet)."""
     obj = m.obj
     kind = obj.get("kind")
-    meta = obj.get("metadata") or {}
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        raise m.error("metadata.name: Required value")
+    name = _name(m)
     spec = obj.get("spec") or {}
-    template = spec.get("template")
-    if not isinstance(template, dict):
-        raise m.error("spec.template: Required value")
-    namespace = meta.get("namespace") or "default"
+    template = _template(m)
+    namespace = (obj.get("metadata") or {}).get("namespace") or "default"
     owner = owner_reference(obj)
     if kind == "Deployment":
-        rs = f"{name}-{pod_template_hash(template)}"
-        labels = {"pod-template-hash": rs.rsplit("-", 1)[1]}
-        rs_owner = {**owner, "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs}
+        rs = replica_set_of(obj)
+        rs_name = rs["metadata"]["name"]
         count = _count(m, spec, "replicas", 1)
         return [
-            _pod(m, template, f"{rs}-{suffix(rs, i)}", namespace, rs_owner, labels)
+            _pod(
+                m,
+                rs["spec"]["template"],
+                f"{rs_name}-{suffix(rs_name, i)}",
+                namespace,
+                owner_reference(rs),
+            )
             for i in range(count)
         ]
-    if kind == "ReplicaSet":
+    if kind in ("ReplicaSet", "ReplicationController"):
         count = _count(m, spec, "replicas", 1)
         return [
             _pod(m, template, f"{name}-{suffix(name, i)}", namespace, owner) for i in range(count)
@@ -123,6 +142,94 @@ def expand(m: Manifest, nodes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
     if kind == "DaemonSet":
         return _daemon_pods(m, template, name, namespace, owner, nodes)
     raise m.error(f"kind: Unsupported value: {kind!r}: supported values: {list(WORKLOAD_KINDS)}")
+
+
+def controller_objects(m: Manifest) -> list[dict[str, Any]]:
+    """The objects published beside the workload's pods, for the scheduler to read: a
+    Deployment's ReplicaSet, or the ReplicaSet, StatefulSet or ReplicationController
+    itself (with its stable uid); none for a Job or a DaemonSet."""
+    obj = m.obj
+    kind = obj.get("kind")
+    if kind == "Deployment":
+        return [replica_set_of(obj)]
+    if kind not in SELECTING_KINDS:
+        return []
+    published = copy.deepcopy(obj)
+    meta = published.setdefault("metadata", {})
+    meta["namespace"] = meta.get("namespace") or "default"
+    meta["uid"] = owner_reference(obj)["uid"]
+    return [published]
+
+
+def with_default_selector(m: Manifest) -> Manifest:
+    """The workload with spec.selector defaulted to its template's labels when absent
+    (extensions/v1beta1's defaulting; the v1 ReplicationController's own)."""
+    obj = m.obj
+    spec = obj.get("spec")
+    if obj.get("kind") not in SELECTING_KINDS or not isinstance(spec, dict):
+        return m
+    if spec.get("selector") is not None:
+        return m
+    labels = dict(((_template(m).get("metadata") or {}).get("labels")) or {})
+    selector: Any = labels if obj["kind"] == "ReplicationController" else {"matchLabels": labels}
+    return Manifest({**obj, "spec": {**spec, "selector": selector}}, m.source, m.where)
+
+
+def replica_set_of(deployment: dict[str, Any]) -> dict[str, Any]:
+    """The Deployment controller's ReplicaSet for the current template: named and
+    labelled with the pod-template-hash, which its selector and template also carry."""
+    meta = deployment.get("metadata") or {}
+    spec = deployment.get("spec") or {}
+    template = copy.deepcopy(spec.get("template") or {})
+    hashed = pod_template_hash(spec.get("template") or {})
+    name = f"{meta.get('name', '')}-{hashed}"
+    namespace = meta.get("namespace") or "default"
+    tmeta = template.setdefault("metadata", {})
+    labels = {**(tmeta.get("labels") or {}), POD_TEMPLATE_HASH: hashed}
+    tmeta["labels"] = labels
+    selector = copy.deepcopy(spec.get("selector") or {})
+    selector["matchLabels"] = {**(selector.get("matchLabels") or {}), POD_TEMPLATE_HASH: hashed}
+    rs_meta = {
+        "name": name,
+        "namespace": namespace,
+        "labels": dict(labels),
+        "uid": _stable_uid("ReplicaSet", namespace, name),
+        "ownerReferences": [owner_reference(deployment)],
+    }
+    rs_spec = {"replicas": spec.get("replicas", 1), "selector": selector, "template": template}
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": rs_meta, "spec": rs_spec}
+
+
+def validate_owner(m: Manifest) -> None:
+    """A Service, Deployment, ReplicaSet, StatefulSet or ReplicationController as the API
+    server checks what ksched reads of it (name, selector, template labels), with its
+    message, as the door will (shared/api/owners.py); other kinds pass."""
+    kind = m.obj.get("kind")
+    model = Deployment if kind == "Deployment" else OWNER_MODELS.get(str(kind))
+    if model is None:
+        return
+    _name(m)
+    try:
+        obj = model.model_validate(m.obj)
+    except ValidationError as err:
+        raise m.error(describe_validation_error(err)) from None
+    error = name_error(obj)
+    if error:
+        raise m.error(error)
+
+
+def _name(m: Manifest) -> str:
+    name = (m.obj.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not name:
+        raise m.error("metadata.name: Required value")
+    return name
+
+
+def _template(m: Manifest) -> dict[str, Any]:
+    template = (m.obj.get("spec") or {}).get("template")
+    if not isinstance(template, dict):
+        raise m.error("spec.template: Required value")
+    return template
 
 
 def _job_pods(
@@ -223,10 +330,7 @@ def _pod(
 def owner_reference(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata") or {}
     kind, name = obj.get("kind", ""), meta.get("name", "")
-    # No API server hands out a uid: a stable one per workload, as owners need one.
-    uid = meta.get("uid") or str(
-        uuid.uuid5(uuid.NAMESPACE_URL, f"{kind}/{meta.get('namespace') or 'default'}/{name}")
-    )
+    uid = meta.get("uid") or _stable_uid(kind, meta.get("namespace") or "default", name)
     return {
         "apiVersion": obj.get("apiVersion", ""),
         "kind": kind,
@@ -235,6 +339,11 @@ def owner_reference(obj: dict[str, Any]) -> dict[str, Any]:
         "controller": True,
         "blockOwnerDeletion": True,
     }
+
+
+def _stable_uid(kind: str, namespace: str, name: str) -> str:
+    """No API server hands out a uid: a stable one per workload, as owners need one."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{kind}/{namespace}/{name}"))
 
 
 def _count(m: Manifest, spec: dict[str, Any], field: str, default: int) -> int:

@@ -10,13 +10,14 @@ import pytest
 from shared.config import ConfigError
 from shared.framework.cycle_state import CycleState
 from shared.framework.handle import Handle
-from shared.framework.interface import ClusterEvent, ClusterObjects, NodeScore
+from shared.framework.interface import ClusterEvent, NodeScore
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.podtopologyspread.filtering import CriticalPaths
 from shared.plugins.podtopologyspread.plugin import PodTopologySpread, new
 from shared.tools.synthetic import make_node, make_pod
+from tests.builders import cluster_objects
 
 ZONE = "topology.kubernetes.io/zone"
 WEB = {"app": "web"}
@@ -194,7 +195,7 @@ def test_system_defaults_use_the_selector_of_services_selecting_the_pod() -> Non
     a, b = node("a", "zone-a"), node("b", "zone-b")
     for i in range(3):
         a.add_pod(web_pod(f"x{i}"))
-    objects = ClusterObjects(services=[service("default", WEB)])
+    objects = cluster_objects(service("default", WEB))
     snapshot = ClusterSnapshot([a, b], objects)
     plugin = new({}, Handle(snapshot=snapshot))
     score_a, score_b = _normalized(plugin, web_pod("p"), snapshot.nodes)
@@ -213,7 +214,7 @@ def test_system_defaults_use_the_selector_of_services_selecting_the_pod() -> Non
     ],
 )
 def test_no_default_constraints_without_a_service_selector(services: list[dict[str, Any]]) -> None:
-    snapshot = ClusterSnapshot([node("a", "zone-a")], ClusterObjects(services=services))
+    snapshot = ClusterSnapshot([node("a", "zone-a")], cluster_objects(*services))
     plugin = new({}, Handle(snapshot=snapshot))
     assert plugin.pre_score(CycleState(), web_pod("p"), snapshot.nodes).code == Code.SKIP
     _, status = plugin.pre_filter(CycleState(), web_pod("p"), snapshot.nodes)
@@ -223,7 +224,7 @@ def test_no_default_constraints_without_a_service_selector(services: list[dict[s
 def test_list_defaulting_applies_do_not_schedule_defaults_with_the_service_selector() -> None:
     a, b = node("a", "zone-a"), node("b", "zone-b")
     a.add_pod(web_pod("x"))
-    snapshot = ClusterSnapshot([a, b], ClusterObjects(services=[service("default", WEB)]))
+    snapshot = ClusterSnapshot([a, b], cluster_objects(service("default", WEB)))
     plugin = new(
         {"defaultingType": "List", "defaultConstraints": [constraint()]}, Handle(snapshot=snapshot)
     )

@@ -1,0 +1,123 @@
+"""A process's own copy of some kinds of cluster objects, kept current from the cluster
+stream: an informer's list-then-watch, with an ordered consumer per subject prefix that
+starts from the latest message of each subject and then follows.
+
+Used for what plugins read besides nodes and pods: PodDisruptionBudgets (preemption),
+Services and the pods' controllers (PodTopologySpread's default constraints). A
+malformed event is skipped here (the watcher refuses it on ksched.errors) and drops the
+object: its last good version is outdated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import DeliverPolicy
+
+from shared.api.events import (
+    BadEvent,
+    ClusterObject,
+    SubjectRef,
+    decode_cluster_event,
+    parse_subject,
+)
+from shared.api.owners import OWNER_MODELS, Controller, Service
+from shared.framework.interface import ClusterObjects
+from shared.subjects import (
+    CLUSTER_STREAM,
+    REPLICASETS_PREFIX,
+    REPLICATIONCONTROLLERS_PREFIX,
+    SERVICES_PREFIX,
+    STATEFULSETS_PREFIX,
+)
+
+log = logging.getLogger("ksched.informer")
+
+# How long `start` waits for what the stream held (WaitForCacheSync) before serving anyway.
+SYNC_TIMEOUT_SECONDS = 30.0
+OWNER_PREFIXES = (
+    SERVICES_PREFIX,
+    REPLICASETS_PREFIX,
+    STATEFULSETS_PREFIX,
+    REPLICATIONCONTROLLERS_PREFIX,
+)
+_OWNER_KINDS = {kind.lower(): kind for kind in OWNER_MODELS}  # subject kind -> Kind
+
+# Called for every event: the object, or None when it went (deleted, or refused).
+Handler = Callable[[SubjectRef, ClusterObject | None], None]
+
+
+class Informer:
+    def __init__(
+        self, js: JetStreamContext, prefixes: Sequence[str], handler: Handler, what: str
+    ) -> None:
+        self.js = js
+        self.prefixes = prefixes
+        self.handler = handler
+        self.what = what
+
+    async def start(self) -> None:
+        """Subscribe, and return once the objects the stream held are read."""
+        synced = []
+        for prefix in self.prefixes:
+            done = asyncio.Event()
+            info = await self.js.stream_info(CLUSTER_STREAM, subjects_filter=f"{prefix}.>")
+            if not info.state.subjects:
+                done.set()  # nothing to list
+            await self.js.subscribe(
+                f"{prefix}.>",
+                stream=CLUSTER_STREAM,
+                cb=self._callback(done),
+                ordered_consumer=True,
+                deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            )
+            synced.append(done.wait())
+        try:
+            await asyncio.wait_for(asyncio.gather(*synced), SYNC_TIMEOUT_SECONDS)
+        except TimeoutError:
+            log.warning("%s not all read in %.0f s; going on", self.what, SYNC_TIMEOUT_SECONDS)
+
+    def _callback(self, synced: asyncio.Event) -> Callable[[Msg], Awaitable[None]]:
+        async def on_msg(msg: Msg) -> None:
+            self.on_msg(msg)
+            if msg.metadata.num_pending == 0:
+                synced.set()
+
+        return on_msg
+
+    def on_msg(self, msg: Msg) -> None:
+        try:
+            ref = parse_subject(msg.subject)
+        except BadEvent:
+            return
+        try:
+            ev = decode_cluster_event(msg.subject, msg.data, msg.headers, 0)
+            obj = None if ev.type == "DELETED" else ev.obj
+        except BadEvent:
+            obj = None
+        try:
+            self.handler(ref, obj)
+        except Exception:  # a bug here must not stop the subscription
+            log.exception("%s: %s not applied", self.what, msg.subject)
+
+
+def owners_handler(objects: ClusterObjects) -> Handler:
+    """Keeps `objects`' Services and controllers equal to the stream's."""
+
+    def on_change(ref: SubjectRef, obj: ClusterObject | None) -> None:
+        if isinstance(obj, Service | Controller):
+            objects.put(obj)
+        else:
+            objects.remove(_OWNER_KINDS[ref.kind], ref.namespace, ref.name)
+
+    return on_change
+
+
+async def watch_owners(js: JetStreamContext, objects: ClusterObjects) -> None:
+    """Start keeping `objects` current; returns once the stream's are read."""
+    informer = Informer(js, OWNER_PREFIXES, owners_handler(objects), "services and controllers")
+    await informer.start()
