@@ -48,6 +48,10 @@ async def undo_refused(
     if seq <= 0 or UNDO_HEADER in (headers or {}):
         return
     try:
+        parse_subject(subject)
+    except BadEvent:
+        return  # no object's subject (ksched.cluster.widgets.x): nothing to put back
+    try:
         first = await js.get_msg(CLUSTER_STREAM, seq=1, subject=subject, next=True)
     except NotFoundError:
         return  # the subject is gone (purged): nothing to undo

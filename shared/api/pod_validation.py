@@ -58,6 +58,8 @@ def pod_spec_errors(spec: Any, path: str = "spec", *, node_selector: bool = Fals
     """ValidatePodSpec's errors for a pod spec (or a pod template's, at its path); the
     label grammar of spec.nodeSelector too when `node_selector` (the door checks it with
     the pod's labels, after the models)."""
+    if spec is None:
+        spec = {}  # no spec at all: what it requires is missing
     if not isinstance(spec, Mapping):
         return []
     errs = _containers(spec, path) + _init_containers(spec, path)

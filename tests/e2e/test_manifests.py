@@ -312,7 +312,7 @@ CASES = [
         ),
         "no StorageClass my-storage-class: www-web-0 stays unbound (immediate binding); "
         "OrderedReady makes web-1 only once web-0 is Ready",
-        pending=f"{SERVICES}; then ksched has no PersistentVolumeClaims, nor OrderedReady",
+        pending="ksched has no PersistentVolumeClaims, nor OrderedReady",
     ),
     Case(
         "zookeeper.yaml",
@@ -320,7 +320,6 @@ CASES = [
         "the default StorageClass provisions each datadir when its pod is scheduled; "
         "OrderedReady brings up zk-0..2; the anti-affinity selects label app, which they "
         "lack (zookeeper tutorial)",
-        pending=SERVICES,
     ),
     perf("pod-default.yaml", Expected(BOUND), "100m, 500Mi fit any node"),
     perf(

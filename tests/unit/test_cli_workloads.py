@@ -127,9 +127,9 @@ def test_daemonset_one_pod_per_eligible_node_pinned_by_matchfields() -> None:
 
 def test_bad_manifests_name_file_document_and_field() -> None:
     text = (
-        "kind: Pod\nmetadata: {name: ok}\n---\nkind: List\nitems:\n- kind: Pod\n"
-        "  metadata: {name: x}\n"
-        "  spec: {containers: [{name: a, resources: {requests: {cpu: '-1'}}}]}\n"
+        "kind: Pod\nmetadata: {name: ok}\nspec: {containers: [{name: a, image: i}]}\n---\n"
+        "kind: List\nitems:\n- kind: Pod\n  metadata: {name: x}\n"
+        "  spec: {containers: [{name: a, image: i, resources: {requests: {cpu: '-1'}}}]}\n"
     )
     manifests = parse_manifests(text, "bad.yaml")
     assert [m.where for m in manifests] == ["document 0", "document 1, items[0]"]

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.api.field_validation import check_object
 from shared.api.models import object_key
 from shared.subjects import (
     node_subject,
@@ -32,7 +33,7 @@ from shared.subjects import (
     service_subject,
     stateful_set_subject,
 )
-from shared.tools.cli.manifests import Manifest
+from shared.tools.cli.manifests import Manifest, ManifestError
 from shared.tools.cli.workloads import (
     WORKLOAD_KINDS,
     controller_objects,
@@ -172,6 +173,9 @@ def plan(
         if kind not in SUPPORTED_KINDS:
             out.append(_skipped(m.obj))
             continue
+        refused = check_object(m.obj)  # kubectl's strict validation, the API's checks
+        if refused:
+            raise ManifestError(refused.kubectl_error(m.source))
         if kind in WORKLOAD_KINDS:
             m = with_default_selector(m)
             validate_owner(m)
