@@ -25,7 +25,6 @@ from shared.messages import AssumeReply, Assumption, CacheEvent, PermitState
 from shared.plugins import REGISTRY
 from shared.podgroups import PodGroups
 from shared.runtime import metrics
-from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import apply_each, chunks_for, serve
@@ -73,7 +72,7 @@ class CacheService:
         self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()
         # events come from the watcher's leader only: a deposed one's are refused
-        self.watcher_epoch = EpochFloor(rt.redis, "watcher")
+        self.watcher_epoch = rt.epoch_floor("watcher")
         reg = rt.registry
         self.conflicts = metrics.ASSUME_CONFLICTS.counter(reg)
         self.assumed = metrics.ASSUMED_PODS.counter(reg)

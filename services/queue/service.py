@@ -29,7 +29,6 @@ from shared.framework.profile_map import ProfileMap
 from shared.messages import NominatedPod, QueuedPod, QueueEvent, Report
 from shared.plugins import REGISTRY
 from shared.runtime import metrics
-from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import apply_each, request_all, serve
@@ -87,7 +86,7 @@ class QueueService:
         self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()
         # events come from the watcher's leader only: a deposed one's are refused
-        self.watcher_epoch = EpochFloor(rt.redis, "watcher")
+        self.watcher_epoch = rt.epoch_floor("watcher")
         self._wake = asyncio.Event()
         # Lapsed attempts waiting for their fence, and the task fencing a batch of them.
         self._lapsed: dict[str, Lapsed] = {}
