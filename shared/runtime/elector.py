@@ -99,7 +99,7 @@ class LeaderElector:
         except asyncio.CancelledError:
             raise
         except Exception as err:
-            log.warning("%s lease: try failed: %s", self.service, err or type(err).__name__)
+            log.warning("%s lease: try failed: %s", self.service, str(err) or type(err).__name__)
             self.lease.failed(time.monotonic())
 
     async def _attempt(self, get: GetClients, started: float) -> None:

@@ -9,7 +9,7 @@ import contextlib
 import itertools
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import nats
@@ -65,6 +65,19 @@ def candidate(
 ) -> LeaderElector:
     clients = LeaseClients(store, redis)
     return LeaderElector(clients, service, identity, config, renewer, stalled)
+
+
+@contextlib.asynccontextmanager
+async def renewing(elector: LeaderElector) -> AsyncIterator[asyncio.Task[None]]:
+    """The elector holding its lease meanwhile; stopped as a service stops (renewing
+    ends, the thread's last try included), whatever the test found."""
+    holding = asyncio.create_task(elector.hold())
+    try:
+        yield holding
+    finally:
+        holding.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await holding
 
 
 async def redis_epoch(redis: aioredis.Redis, service: str = "queue") -> int:
@@ -140,16 +153,14 @@ async def test_a_leader_whose_event_loop_stalls_keeps_its_lease(
     a = candidate(store, redis, "a", "cache", renewer=own_clients)
     b = candidate(store, redis, "b", "cache")
     await a.acquire()
-    holding = asyncio.create_task(a.hold())
-    await asyncio.sleep(0.05)
-    time.sleep(2 * FAST.lease_duration)  # the loop is blocked; the thread renews
-    await b.try_once()
-    await asyncio.sleep(FAST.lease_duration)
-    await b.try_once()
-    assert (b.lease.role, b.lease.holder) == (Role.STANDBY, "a")
-    assert not a.lost.is_set()
-    a.fence()  # stops the thread too
-    await holding
+    async with renewing(a):
+        await asyncio.sleep(0.05)
+        time.sleep(2 * FAST.lease_duration)  # the loop is blocked; the thread renews
+        await b.try_once()
+        await asyncio.sleep(FAST.lease_duration)
+        await b.try_once()
+        assert (b.lease.role, b.lease.holder) == (Role.STANDBY, "a")
+        assert not a.lost.is_set()
 
 
 def wedged(now: float) -> str:
@@ -183,11 +194,9 @@ async def test_a_stall_that_clears_by_the_next_renewal_keeps_the_lease(
         store, redis, "a", "cache", renewer=own_clients, stalled=lambda now: next(answers)
     )
     await a.acquire()
-    holding = asyncio.create_task(a.hold())
-    await asyncio.sleep(6 * FAST.retry_period)
-    assert not a.lost.is_set() and a.lease.leading
-    a.fence()  # stops the thread too
-    await holding
+    async with renewing(a):
+        await asyncio.sleep(6 * FAST.retry_period)
+        assert not a.lost.is_set() and a.lease.leading
 
 
 async def test_a_deposed_leaders_writes_are_refused_whole(
@@ -245,23 +254,20 @@ async def test_redis_losing_the_epoch_reissues_none_and_fences_again(
     b = candidate(store, redis, "b", renewer=own_clients)
     await a.acquire()
     await b.acquire()
-    holding = asyncio.create_task(b.hold())
-    if loss == "FLUSHALL":
-        await redis.flushall()
-    else:
-        await redis.set(keys.lease_epoch_key("queue"), a.lease.epoch)
-    deadline = time.monotonic() + 10
-    while await redis_epoch(redis) != b.lease.epoch:  # re-asserted within a retry period
-        assert time.monotonic() < deadline, "the leader never raised Redis's epoch again"
-        await asyncio.sleep(0.02)
-    batch = a.batch()
-    batch.hset(keys.QUEUE_PODS, "default/p", b"stale")
-    with pytest.raises(Fenced):
-        await batch.execute()
-    assert await redis.hgetall(keys.QUEUE_PODS) == {}
-    holding.cancel()  # as a service stops: renewing ends, then the lease is released
-    with contextlib.suppress(asyncio.CancelledError):
-        await holding
+    async with renewing(b):
+        if loss == "FLUSHALL":
+            await redis.flushall()
+        else:
+            await redis.set(keys.lease_epoch_key("queue"), a.lease.epoch)
+        deadline = time.monotonic() + 10
+        while await redis_epoch(redis) != b.lease.epoch:  # back within a retry period
+            assert time.monotonic() < deadline, "the leader never raised Redis's epoch again"
+            await asyncio.sleep(0.02)
+        batch = a.batch()
+        batch.hset(keys.QUEUE_PODS, "default/p", b"stale")
+        with pytest.raises(Fenced):
+            await batch.execute()
+        assert await redis.hgetall(keys.QUEUE_PODS) == {}
     await b.release()
     c = candidate(store, redis, "c")
     await c.acquire()

@@ -125,10 +125,10 @@ def test_a_standby_takes_over_once_the_record_is_unchanged_for_a_lease_by_its_cl
 
 def test_every_renewal_restarts_the_standbys_count() -> None:
     lease = Lease(CONFIG, "me")
-    assert not lease.read(0, held(), 5)
-    assert not lease.read(10, replace(held(), renew_count=4), 6)  # renewed: revision 6
-    assert not lease.read(20, replace(held(), renew_count=4), 6)
-    assert lease.read(25, replace(held(), renew_count=4), 6)
+    assert not lease.read(100, held(), 5)
+    assert not lease.read(110, replace(held(), renew_count=4), 6)  # renewed: revision 6
+    assert not lease.read(120, replace(held(), renew_count=4), 6)
+    assert lease.read(125, replace(held(), renew_count=4), 6)
 
 
 @pytest.mark.parametrize(
