@@ -1,7 +1,7 @@
 """Every Redis key ksched uses, defined once.
 
 Key schema (all values msgpack unless noted). The queue and cache leaders write
-theirs through one fenced Lua script (runtime/elector.py, FencedBatch):
+theirs through one fenced Lua script (runtime/fencing.py, FencedBatch):
   ksched:cache:nodes        hash  node name -> raw core/v1 Node (as published)
   ksched:cache:pods         hash  pod key "ns/name" -> PodState record
                                   (services/cache/cache.py, PodState.to_record)
@@ -16,13 +16,12 @@ theirs through one fenced Lua script (runtime/elector.py, FencedBatch):
   ksched:queue:pods         hash  pod key -> QueuedPodInfo record
                                   (services/queue/podinfo.py, QueuedPodInfo.to_record)
   ksched:queue:meta         hash  scheduling_cycle, move_request_cycle (ints)
-  ksched:lease:<service>    hash  holder, epoch: the leader of watcher/queue/cache;
-                                  expires one lease duration after its last renewal
-  ksched:lease:<service>:epoch  str  the latest epoch handed out (int, never expires):
-                                  the fencing token. A leader's writes carry its epoch
-                                  and are refused once a newer one exists; queue and
-                                  cache admit the watcher's deliveries only from its
-                                  latest epoch (runtime/elector.py, EpochFloor)
+  ksched:lease:<service>:epoch  str  the newest lease epoch a leader of watcher/queue/
+                                  cache wrote with (int, never expires): the fencing
+                                  token. Epochs are handed out by leader election in the
+                                  NATS KV bucket KSCHED_LEASES (runtime/leasestore.py);
+                                  Redis keeps the newest, raised "set if greater", and
+                                  refuses a write with an older one (runtime/fencing.py)
 """
 
 from __future__ import annotations
@@ -39,10 +38,6 @@ CACHE_PODGROUPS_VERSION = f"{PREFIX}:cache:podgroups:version"
 
 QUEUE_PODS = f"{PREFIX}:queue:pods"
 QUEUE_META = f"{PREFIX}:queue:meta"
-
-
-def lease_key(service: str) -> str:
-    return f"{PREFIX}:lease:{service}"
 
 
 def lease_epoch_key(service: str) -> str:

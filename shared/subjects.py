@@ -64,6 +64,10 @@ PERMIT_VERDICTS = "ksched.internal.permit.verdicts"
 QUEUE_GROUP = "ksched-queue"
 CACHE_GROUP = "ksched-cache"
 
+# Leader election: a NATS KV bucket (its stream KV_<bucket>) with one key per
+# leader-elected service, holding its lease record (runtime/leasestore.py)
+LEASE_BUCKET = "KSCHED_LEASES"
+
 
 def micro_name(service: str) -> str:
     return f"{MICRO_PREFIX}{service}"

@@ -10,6 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 
+from shared.runtime.leasestore import LeaseStore, ensure_lease_bucket
 from shared.tools.client import PodTracker
 from shared.tools.devstack import LocalStack, Server, running, start_nats, start_redis
 
@@ -69,6 +70,16 @@ def redis_server(tmp_path: Path) -> Iterator[Server]:
     server = start_redis(tmp_path)
     yield server
     server.stop()
+
+
+@pytest.fixture
+async def store(nats_server: Server) -> AsyncIterator[LeaseStore]:
+    """The lease bucket of leader election (runtime/leasestore.py) on `nats_server`."""
+    client = await nats.connect(f"nats://127.0.0.1:{nats_server.port}")
+    js = client.jetstream()
+    await ensure_lease_bucket(js, 1)
+    yield await LeaseStore.open(js)
+    await client.close()
 
 
 @pytest.fixture

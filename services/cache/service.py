@@ -26,7 +26,6 @@ from shared.messages import AssumeReply, Assumption, CacheEvent, PermitState
 from shared.plugins import REGISTRY
 from shared.podgroups import PodGroups
 from shared.runtime import metrics
-from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
 from shared.runtime.informer import watch_owners
 from shared.runtime.retry import retry_forever
@@ -77,7 +76,7 @@ class CacheService:
         self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()
         # events come from the watcher's leader only: a deposed one's are refused
-        self.watcher_epoch = EpochFloor(rt.redis, "watcher")
+        self.watcher_epoch = rt.epoch_floor("watcher")
         reg = rt.registry
         self.conflicts = metrics.ASSUME_CONFLICTS.counter(reg)
         self.assumed = metrics.ASSUMED_PODS.counter(reg)

@@ -30,7 +30,6 @@ from shared.framework.snapshot import ClusterSnapshot
 from shared.messages import NominatedPod, QueuedPod, QueueEvent, Report
 from shared.plugins import REGISTRY
 from shared.runtime import metrics
-from shared.runtime.elector import EpochFloor
 from shared.runtime.flush import Flusher
 from shared.runtime.informer import watch_owners
 from shared.runtime.retry import retry_forever
@@ -94,7 +93,7 @@ class QueueService:
         self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()
         # events come from the watcher's leader only: a deposed one's are refused
-        self.watcher_epoch = EpochFloor(rt.redis, "watcher")
+        self.watcher_epoch = rt.epoch_floor("watcher")
         self._wake = asyncio.Event()
         # Lapsed attempts waiting for their fence, and the task fencing a batch of them.
         self._lapsed: dict[str, Lapsed] = {}

@@ -1,13 +1,21 @@
--- fenced_write: a leader's batch of writes, applied only while its epoch is current.
--- KEYS[1]  = ksched:lease:<service>:epoch  (str: the latest epoch handed out)
+-- fenced_write: a leader's batch of writes, applied only while no newer epoch exists.
+-- KEYS[1]  = ksched:lease:<service>:epoch  (str: the newest epoch a leader wrote with)
 -- KEYS[2…] = the keys the batch writes
 -- ARGV[1]  = the writer's epoch; then per command: name, key index (into KEYS), stride, n,
 --            and its n arguments. A stride > 0 splits the arguments into chunks of whole
 --            stride-sized groups (field/value pairs: 2), since Lua unpacks only so many.
--- Returns the number of commands run, or the error FENCED when a newer leader exists:
--- then nothing at all is written (a deposed leader never overwrites its successor).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return redis.error_reply('FENCED stale lease epoch ' .. ARGV[1])
+-- Epochs are handed out by leader election (a compare-and-set in a NATS KV bucket, never
+-- twice); Redis keeps the newest it has seen. A writer below it gets the error FENCED and
+-- nothing at all is written (a deposed leader never overwrites its successor). A writer
+-- above it raises it ("set if greater": a new leader, or the current one bringing back an
+-- epoch a Redis failover lost). An empty batch does only that; returns the commands run.
+local newest = tonumber(redis.call('GET', KEYS[1]) or '0')
+local epoch = tonumber(ARGV[1])
+if epoch < newest then
+  return redis.error_reply('FENCED stale lease epoch ' .. ARGV[1] .. ' (newest ' .. newest .. ')')
+end
+if epoch > newest then
+  redis.call('SET', KEYS[1], ARGV[1])
 end
 local CHUNK = 1000
 local i, commands = 2, 0

@@ -1,8 +1,9 @@
-"""The Redis side of leader election (runtime/lease.py) and of fencing a leader's writes.
+"""The I/O side of leader election (runtime/lease.py).
 
-The lease is one Redis hash per service, taken and renewed by one Lua script (so
-a try is atomic) and expired by Redis itself. The leader's writes go through
-`FencedBatch`, one Lua script that checks the epoch first.
+Each try reads the service's lease record from the NATS KV bucket
+(runtime/leasestore.py), lets the state machine decide, and writes with a
+compare-and-set on the revision it read. Once a write lands, the leader raises its
+epoch in Redis, where its writes are fenced (runtime/fencing.py).
 """
 
 from __future__ import annotations
@@ -14,37 +15,51 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
-from importlib.resources import files
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import Enum
 
 import redis.asyncio as aioredis
-from redis import Redis as SyncRedis
-from redis.exceptions import ResponseError
 
-from shared import keys
-from shared.runtime.lease import Lease, LeaseConfig, Observed, Role
+from shared.runtime.fencing import Fenced, FencedBatch, epoch_floor, raise_epoch
+from shared.runtime.lease import Lease, LeaseConfig, Role
+from shared.runtime.leasestore import LeaseStore, Outraced
 
 log = logging.getLogger("ksched.leaderelection")
-
-_LUA = files("shared.lua")
-_ACQUIRE = _LUA.joinpath("lease_acquire.lua").read_text()
-_RELEASE = _LUA.joinpath("lease_release.lua").read_text()
-_FENCED_WRITE = _LUA.joinpath("fenced_write.lua").read_text()
-
-
-class Fenced(RuntimeError):
-    """A newer leader exists: this process's writes are refused."""
-
 
 Stalled = Callable[[float], str | None]  # runtime/progress.py Progress.stalled
 
 
+@dataclass
+class LeaseClients:
+    """Where an elector's tries go: the lease bucket, and the Redis whose fence its
+    epoch raises; `close` closes what was opened for these clients alone."""
+
+    store: LeaseStore
+    redis: aioredis.Redis
+    close: Callable[[], Awaitable[None]] | None = None
+
+
+# Opens clients of their own in the running event loop (the lease thread's).
+OpenClients = Callable[[], Awaitable[LeaseClients]]
+GetClients = Callable[[], Awaitable[LeaseClients]]
+
+
+class Held(Enum):
+    """How renewing ended."""
+
+    STOPPED = "stopped"  # asked to stop (the service stops, or was fenced)
+    LOST = "lost"  # taken over, outraced, or not renewed within the renew deadline
+    GAVE_UP = "gave up"  # released for want of progress
+
+
 class LeaderElector:
-    """Stands by and takes the lease on the event loop; renews it from a thread of its
-    own when given a synchronous client (`renewer`), as kube's elector runs beside the
-    scheduling loop: a handler that holds the loop for a while (a large assume batch
-    on a busy machine) must not cost the lease. Fencing still guards every write.
+    """Stands by and takes the lease on the service's event loop; renews it from a
+    thread of its own when given `renewer` (which opens the thread's own NATS
+    connection and Redis client: nats-py is asyncio only, so the thread runs an event
+    loop of its own), as kube's elector runs beside the scheduling loop: a handler that
+    holds the loop for a while must not cost the lease. Fencing still guards every
+    write.
 
     A live thread is not progress: before each renewal the leader asks `stalled`
     (runtime/progress.py, given the monotonic time) and, found stalled at two
@@ -52,49 +67,77 @@ class LeaderElector:
 
     def __init__(
         self,
-        redis: aioredis.Redis,
+        clients: LeaseClients,
         service: str,
         identity: str,
         config: LeaseConfig,
-        renewer: SyncRedis | None = None,
+        renewer: OpenClients | None = None,
         stalled: Stalled | None = None,
     ) -> None:
-        self.redis = redis
+        self.clients = clients
         self.service = service
         self.lease = Lease(config, identity)
         self.lost = asyncio.Event()
-        self._keys = [keys.lease_key(service), keys.lease_epoch_key(service)]
-        self._acquire = redis.register_script(_ACQUIRE)
-        self._release = redis.register_script(_RELEASE)
-        self._write = redis.register_script(_FENCED_WRITE)
         self._renewer = renewer
-        self._acquire_sync = renewer.register_script(_ACQUIRE) if renewer is not None else None
-        self._release_sync = renewer.register_script(_RELEASE) if renewer is not None else None
         self._stalled = stalled
 
-    def _args(self) -> list[str | int]:
-        lease = self.lease
-        return [lease.identity, lease.epoch, int(lease.config.lease_duration * 1000)]
+    async def _loop_clients(self) -> LeaseClients:
+        return self.clients
 
-    def _conclude(self, raw: list[Any] | None, err: Exception | None) -> None:
-        if err is not None:
-            log.warning("%s lease: try failed: %s", self.service, err)
-            self.lease.failed(time.monotonic())
-        elif raw is not None:
-            self.lease.observe(time.monotonic(), _observed(raw))
+    # --- one try ---------------------------------------------------------------------
 
     async def try_once(self) -> None:
-        budget = max(self.lease.budget(time.monotonic()), 0.1)
+        await self._try(self._loop_clients)
+        if self.lease.role is Role.LOST:
+            self.lost.set()
+
+    async def _try(self, clients: GetClients) -> None:
+        started = time.monotonic()
+        budget = max(self.lease.budget(started), 0.1)
         try:
-            raw = await asyncio.wait_for(self._acquire(keys=self._keys, args=self._args()), budget)
+            await asyncio.wait_for(self._attempt(clients, started), budget)
         except asyncio.CancelledError:
             raise
         except Exception as err:
-            self._conclude(None, err)
-        else:
-            self._conclude(raw, None)
-        if self.lease.role is Role.LOST:
-            self.lost.set()
+            log.warning("%s lease: try failed: %s", self.service, str(err) or type(err).__name__)
+            self.lease.failed(time.monotonic())
+
+    async def _attempt(self, get: GetClients, started: float) -> None:
+        """kube's tryAcquireOrRenew: read, decide, compare-and-set."""
+        clients, lease = await get(), self.lease
+        record, revision = await clients.store.read(self.service)
+        if not lease.read(time.monotonic(), record, revision):
+            return
+        floor = 0 if lease.leading else await self._floor(clients.redis)
+        claim = lease.claim(time.time(), floor)
+        try:
+            landed = await clients.store.write(self.service, claim, revision)
+        except Outraced:
+            lease.outraced()
+            return
+        lease.wrote(started, claim, landed)
+        await self._raise_epoch(clients.redis)
+
+    async def _floor(self, redis: aioredis.Redis) -> int:
+        """The newest epoch Redis has seen, for a takeover to start above it; 0 when
+        Redis does not answer (the bucket's epochs are what count)."""
+        try:
+            return await asyncio.wait_for(epoch_floor(redis, self.service), 1.0)
+        except Exception as err:
+            log.warning("%s lease: no epoch floor from redis: %s", self.service, err)
+            return 0
+
+    async def _raise_epoch(self, redis: aioredis.Redis) -> None:
+        """Write our epoch into Redis, set if greater: after a Redis failover that lost
+        it, a deposed leader's writes are refused again from here on."""
+        try:
+            await raise_epoch(redis, self.service, self.lease.epoch)
+        except Fenced as err:  # a newer epoch than the bucket's: our writes will say
+            log.error("%s lease: redis knows a newer epoch: %s", self.service, err)
+        except Exception as err:  # Redis is away: the next renewal or write raises it
+            log.warning("%s lease: could not raise redis's epoch: %s", self.service, err)
+
+    # --- standing by, holding, releasing -----------------------------------------------
 
     async def acquire(self) -> None:
         """Stand by until this process leads."""
@@ -109,27 +152,10 @@ class LeaderElector:
     async def hold(self) -> None:
         """Renew every retry period; return once the lease is lost."""
         if self._renewer is None:
-            while not self.lost.is_set():
-                await asyncio.sleep(self.lease.next_try_in(time.monotonic()))
-                reason = self._stall()
-                if reason is not None:
-                    self._giving_up(reason)
-                    await self.release()
-                    self.lease.give_up()
-                    self.lost.set()
-                    break
-                await self.try_once()
+            if await self._renew(self._loop_clients, self.lost) is not Held.STOPPED:
+                self.lost.set()
         else:
-            stop = threading.Event()
-            loop = asyncio.get_running_loop()
-            renewing = threading.Thread(
-                target=self._renew_forever, args=(loop, stop), name="lease", daemon=True
-            )
-            renewing.start()
-            try:
-                await self.lost.wait()
-            finally:
-                stop.set()
+            await self._hold_from_thread(self._renewer)
         log.error(
             "%s: leader election lost (epoch %d, holder now %r)",
             self.service,
@@ -137,25 +163,95 @@ class LeaderElector:
             self.lease.holder,
         )
 
-    def _renew_forever(self, loop: asyncio.AbstractEventLoop, stop: threading.Event) -> None:
-        assert self._acquire_sync is not None
-        while not stop.wait(self.lease.next_try_in(time.monotonic())):
+    async def _hold_from_thread(self, renewer: OpenClients) -> None:
+        loop = asyncio.get_running_loop()
+        apart = asyncio.new_event_loop()
+        stop = asyncio.Event()  # of the thread's loop: set through call_soon_threadsafe
+        ended = loop.create_future()
+        renewing = threading.Thread(
+            target=self._renew_apart,
+            args=(apart, stop, renewer, loop, ended),
+            name="lease",
+            daemon=True,
+        )
+        renewing.start()
+        try:
+            await self.lost.wait()
+        finally:
+            with contextlib.suppress(RuntimeError):  # the thread's loop has closed
+                apart.call_soon_threadsafe(stop.set)
+            # The thread's last try must end before anyone else touches the lease
+            # (a release at shutdown writes at the revision it saw).
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(ended), self.lease.config.renew_deadline)
+
+    async def _renew(self, get: GetClients, stop: asyncio.Event) -> Held:
+        """Renew until `stop` is set or the lease is lost (given up for want of progress
+        included: then released first)."""
+        while not await _set_within(stop, self.lease.next_try_in(time.monotonic())):
             reason = self._stall()
             if reason is not None:
                 self._giving_up(reason)
-                self._release_now()
+                with contextlib.suppress(Exception):
+                    await self._release(await get())
                 self.lease.give_up()
-                self._tell_loop(loop, stop)
-                return
-            try:
-                raw = self._acquire_sync(keys=self._keys, args=self._args())
-            except Exception as err:
-                self._conclude(None, err)
-            else:
-                self._conclude(raw, None)
+                return Held.GAVE_UP
+            await self._try(get)
             if self.lease.role is Role.LOST:
-                loop.call_soon_threadsafe(self.lost.set)
-                return
+                return Held.LOST
+        return Held.STOPPED
+
+    def _renew_apart(
+        self,
+        apart: asyncio.AbstractEventLoop,
+        stop: asyncio.Event,
+        renewer: OpenClients,
+        loop: asyncio.AbstractEventLoop,
+        ended: asyncio.Future[None],
+    ) -> None:
+        """The lease thread: renews on its own event loop with its own clients."""
+        try:
+            apart.run_until_complete(self._renew_with(renewer, stop, loop))
+        finally:
+            apart.close()
+            with contextlib.suppress(RuntimeError):  # the service's loop has closed
+                loop.call_soon_threadsafe(_resolve, ended)
+
+    async def _renew_with(
+        self, renewer: OpenClients, stop: asyncio.Event, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        opened: list[LeaseClients] = []
+
+        async def get() -> LeaseClients:
+            if not opened:  # at the first try: a failure to connect is a failed try
+                opened.append(await renewer())
+            return opened[0]
+
+        try:
+            held = await self._renew(get, stop)
+            if held is not Held.STOPPED:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: it ends
+                    loop.call_soon_threadsafe(self.lost.set)
+            if held is Held.GAVE_UP:
+                await self._exit_unless_stopped(stop)
+        finally:
+            for clients in opened:
+                if clients.close is not None:
+                    with contextlib.suppress(Exception):
+                        await clients.close()
+
+    async def _exit_unless_stopped(self, stop: asyncio.Event) -> None:
+        """`lost` is set on the service's loop, which then aborts the service. A loop
+        that has not stopped this thread within the renew deadline is blocked for good:
+        exit from here, as the loop would (its successor may lead already; fencing
+        refuses the rest)."""
+        if await _set_within(stop, self.lease.config.renew_deadline):
+            return
+        log.critical("%s: the event loop is blocked and cannot stop; exiting", self.service)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(1)
 
     def _stall(self) -> str | None:
         """Why this leader must give its lease up (runtime/lease.py Lease.stalled)."""
@@ -173,140 +269,46 @@ class LeaderElector:
             extra={"reason": reason},
         )
 
-    def _release_args(self) -> list[str | int]:
-        return [self.lease.identity, self.lease.epoch]
-
-    def _release_now(self) -> None:
-        """From the lease thread: hand the lease back so a standby takes over at its
-        next try (else it lapses by itself within a lease duration)."""
-        assert self._release_sync is not None
-        try:
-            self._release_sync(keys=self._keys[:1], args=self._release_args())
-            log.info("%s: lease released", self.service)
-        except Exception as err:
-            log.warning("%s: lease release failed: %s", self.service, err)
-
-    def _tell_loop(self, loop: asyncio.AbstractEventLoop, stop: threading.Event) -> None:
-        """Set `lost` on the loop, which then aborts the service. A loop that does not
-        take it within the renew deadline is blocked for good: exit from here, as the
-        loop would (its successor already leads; fencing refuses the rest)."""
-        with contextlib.suppress(RuntimeError):  # the loop is closed: the process ends
-            loop.call_soon_threadsafe(self.lost.set)
-        if stop.wait(self.lease.config.renew_deadline):
+    async def _release(self, clients: LeaseClients) -> None:
+        """Hand the lease back (kube's ReleaseOnCancel) so that a standby takes over at
+        its next try instead of after a lease duration: the record, still ours at the
+        revision read, without a holder. Else it lapses by itself."""
+        lease = self.lease
+        record, revision = await clients.store.read(self.service)
+        if not lease.read(time.monotonic(), record, revision):
             return
-        log.critical("%s: the event loop is blocked and cannot stop; exiting", self.service)
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(1)
+        released = lease.released(time.time())
+        if released is not None:
+            await clients.store.write(self.service, released, revision)
+            log.info("%s: lease released (epoch %d)", self.service, lease.epoch)
 
     async def release(self) -> None:
+        """At shutdown: release the lease if this process leads; it leads no more."""
         if not self.lease.leading:
             return
         try:
-            await self._release(keys=self._keys[:1], args=self._release_args())
-            log.info("%s: lease released", self.service)
+            await asyncio.wait_for(self._release(self.clients), self.lease.config.retry_period)
         except Exception as err:  # it lapses by itself
             log.warning("%s: lease release failed: %s", self.service, err)
-
-    def close(self) -> None:
-        if self._renewer is not None:
-            self._renewer.close()
+        self.lease.give_up()
 
     def batch(self) -> FencedBatch:
         """A batch of writes that lands only while this leader's epoch is current."""
-        return FencedBatch(self, self._keys[1])
+        return FencedBatch(self.clients.redis, self.service, self.lease, self.fence)
 
     def fence(self) -> None:
-        """Redis refused our epoch: stop at once, whatever the renew loop believes."""
+        """A write was refused: stop at once, whatever the renew loop believes."""
         self.lease.role = Role.LOST
         self.lost.set()
 
 
-def _observed(raw: list[Any]) -> Observed:
-    acquired, epoch, holder, pttl = raw
-    return Observed(
-        acquired=bool(acquired),
-        epoch=int(epoch),
-        holder=holder.decode() if isinstance(holder, bytes) else str(holder),
-        remaining=int(pttl) / 1000,
-    )
+async def _set_within(event: asyncio.Event, seconds: float) -> bool:
+    """Whether `event` is set within `seconds`."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+    return event.is_set()
 
 
-class FencedBatch:
-    """Collects writes like a redis-py pipeline (the commands queue and cache use) and
-    applies them in one fenced_write call: all, in order, or none when fenced."""
-
-    def __init__(self, elector: LeaderElector, epoch_key: str) -> None:
-        self._elector = elector
-        self._keys: list[str] = [epoch_key]
-        self._index: dict[str, int] = {}
-        self._args: list[Any] = [elector.lease.epoch]
-
-    def _op(self, cmd: str, key: str, stride: int, args: list[Any]) -> None:
-        index = self._index.get(key)
-        if index is None:
-            self._keys.append(key)
-            index = self._index[key] = len(self._keys)
-        self._args += [cmd, index, stride, len(args), *args]
-
-    def hset(
-        self,
-        name: str,
-        key: str | None = None,
-        value: Any = None,
-        mapping: dict[Any, Any] | None = None,
-    ) -> None:
-        args: list[Any] = [] if key is None else [key, value]
-        for field, val in (mapping or {}).items():
-            args += [field, val]
-        self._op("HSET", name, 2, args)
-
-    def hdel(self, name: str, *fields: str) -> None:
-        self._op("HDEL", name, 1, list(fields))
-
-    def zadd(self, name: str, mapping: dict[str, float]) -> None:
-        args: list[Any] = []
-        for member, score in mapping.items():
-            args += [score, member]
-        self._op("ZADD", name, 2, args)
-
-    def set(self, name: str, value: Any) -> None:
-        self._op("SET", name, 0, [value])
-
-    def incr(self, name: str) -> None:
-        self._op("INCR", name, 0, [])
-
-    async def execute(self) -> None:
-        elector = self._elector
-        if elector.lost.is_set():
-            raise Fenced(f"{elector.service}: not leading")
-        try:
-            await elector._write(keys=self._keys, args=self._args)
-        except ResponseError as err:
-            if "FENCED" not in str(err):
-                raise
-            elector.fence()
-            raise Fenced(f"{elector.service}: {err}") from err
-
-
-class EpochFloor:
-    """Admits requests from the current leader of another service (the watcher's
-    deliveries to queue and cache) and refuses a deposed one's: its epoch is older
-    than the latest handed out. Redis is read only when an epoch not seen yet comes."""
-
-    def __init__(self, redis: aioredis.Redis, service: str) -> None:
-        self._redis = redis
-        self._key = keys.lease_epoch_key(service)
-        self._current = -1
-
-    async def admit(self, epoch: Any) -> bool:
-        if isinstance(epoch, bool) or not isinstance(epoch, int):
-            return False
-        if epoch == self._current:
-            return True
-        if epoch < self._current:
-            return False
-        # Newer than any seen: it must be the latest handed out (a forged one is not).
-        self._current = int(await self._redis.get(self._key) or 0)
-        return epoch == self._current
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

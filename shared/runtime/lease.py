@@ -1,43 +1,57 @@
 """Leader election for the single-instance services (watcher, queue, cache), without I/O.
 
 kube-scheduler's leader election (client-go leaderelection), as a state machine fed
-with what each try at the lease saw; the Redis side is runtime/elector.py.
+with what each try at the lease read and whether its write landed; the I/O is
+runtime/elector.py, the record lives in a NATS KV bucket (runtime/leasestore.py).
 
-    STANDBY --acquired--> LEADING --renewed--> LEADING
-       ^                     |
-       |                     +--held by another / lapsed / renew deadline passed--> LOST
-       |                     +--stalled at two renewals in a row (gives it up)----> LOST
+    STANDBY --claim landed--> LEADING --renewal landed--> LEADING
+       ^                         |
+       |                         +--taken over / outraced / renew deadline passed--> LOST
+       |                         +--stalled at two renewals in a row (gives it up)--> LOST
        +-- (a LOST process exits; restarted, it stands by again)
 
-- lease duration: how long a lease lasts after its last renewal; a standby takes
-  over only once it has lapsed (Redis expires it: one clock decides).
-- renew deadline: a leader that has not renewed for this long steps down, before
-  its lease can lapse and a standby take over (renew deadline < lease duration).
-- retry period: how often a leader renews and a standby tries (a standby also
-  tries as soon as the holder's lease is due to lapse).
+Each try reads the lease record and its revision, decides, and writes with a
+compare-and-set on that revision, as client-go does with a resourceVersion: of two
+candidates that read the same revision, one write lands and the other finds the
+revision moved (outraced).
+
+- lease duration: a standby takes over once the record has not changed for this long
+  by its OWN clock, counted from when it first saw that revision (client-go's
+  observedTime): no clock is ever compared with another machine's.
+- renew deadline: a leader that has not renewed for this long steps down, before a
+  standby can take over (renew deadline < lease duration; its clock runs from when
+  its last landed renewal was sent, so a standby's count starts later still).
+- retry period: how often a leader renews and a standby tries (a standby also tries
+  as soon as the holder's lease is due to lapse by its clock).
 
 - progress: before each renewal the leader checks that its service makes progress
   (runtime/progress.py); a leader found stalled at two renewals in a row releases
   its lease, so that a standby takes over, instead of holding it while wedged.
 
-Every acquisition hands out a new epoch; the leader's writes carry it and are
-refused once a newer epoch exists (fencing), so even a leader that has not yet
-noticed its loss cannot overwrite its successor.
+Every takeover writes a new epoch in the same compare-and-set (one above the record's,
+and above any epoch the fenced store has seen): the store's compare-and-set is the
+only source of epochs, so one is never handed out twice while the store keeps its
+guarantees (a Raft-replicated KV bucket). The leader's writes carry it and are refused
+once a newer epoch exists (fencing, runtime/fencing.py), so even a leader that has not
+yet noticed its loss cannot overwrite its successor.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from enum import Enum
+from typing import Any
 
 # Services that run one active replica; the others stand by.
 LEADER_ELECTED = frozenset({"watcher", "queue", "cache"})
-# A standby tries this long after the holder's lease is due to lapse (Redis expiry
-# granularity), so that its try finds the lease gone.
+# A standby tries this long after the holder's lease is due to lapse by its clock, so
+# that its try finds the lease duration passed (sleeps may end a tick early).
 LAPSE_MARGIN_SECONDS = 0.05
 
 
@@ -96,14 +110,66 @@ def identity(env: Mapping[str, str] | None = None) -> str:
     )
 
 
-@dataclass(frozen=True)
-class Observed:
-    """What one try at the lease saw."""
+def micro_time(wall: float) -> str:
+    """A wall-clock time as Kubernetes writes a MicroTime (RFC 3339, microseconds)."""
+    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
-    acquired: bool  # the try acquired or renewed the lease for us
-    epoch: int  # the lease's epoch (ours when acquired)
-    holder: str  # who holds it ("" when nobody does)
-    remaining: float  # seconds until the holder's lease lapses
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """What the lease key holds: client-go's LeaderElectionRecord, plus the epoch.
+
+    Only holder and epoch decide anything; the times and the renew count are for
+    people reading the bucket (`nats kv get`): no candidate compares another
+    machine's clock with its own."""
+
+    holder: str  # holderIdentity ("" once released)
+    epoch: int  # the fencing token of the holder's term
+    lease_duration: float  # leaseDurationSeconds the holder uses
+    acquire_time: str = ""  # when this term began (MicroTime)
+    renew_time: str = ""  # the holder's last renewal (MicroTime)
+    renew_count: int = 0  # renewals in this term
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "holderIdentity": self.holder,
+                "epoch": self.epoch,
+                "leaseDurationSeconds": self.lease_duration,
+                "acquireTime": self.acquire_time,
+                "renewTime": self.renew_time,
+                "renewCount": self.renew_count,
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> LeaseRecord:
+        """The record, or ValueError when it is not one of ours."""
+        try:
+            obj: Any = json.loads(raw)
+        except ValueError:
+            raise ValueError(f"lease record is not JSON: {raw[:80]!r}") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"lease record is not an object: {raw[:80]!r}")
+        holder, epoch = obj.get("holderIdentity"), obj.get("epoch")
+        if not isinstance(holder, str) or not _count(epoch):
+            raise ValueError(f"lease record without holderIdentity and epoch: {raw[:80]!r}")
+        assert isinstance(epoch, int)
+        duration = obj.get("leaseDurationSeconds", 0)
+        renewals = obj.get("renewCount", 0)
+        return cls(
+            holder=holder,
+            epoch=epoch,
+            lease_duration=float(duration) if isinstance(duration, int | float) else 0.0,
+            acquire_time=str(obj.get("acquireTime", "")),
+            renew_time=str(obj.get("renewTime", "")),
+            renew_count=renewals if _count(renewals) else 0,
+        )
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class Lease:
@@ -115,25 +181,77 @@ class Lease:
         self.role = Role.STANDBY
         self.epoch = 0  # ours while LEADING
         self.holder = ""
-        self.renewed_at = 0.0
-        self._remaining = 0.0
+        self.record: LeaseRecord | None = None  # as last read or written
+        self.revision = 0  # the record's revision in the bucket (0: no record)
+        self.observed_at = 0.0  # when this revision was first seen (own monotonic clock)
+        self.renewed_at = 0.0  # when our last landed write was sent (own monotonic clock)
         self._stall_seen = False
 
     @property
     def leading(self) -> bool:
         return self.role is Role.LEADING
 
-    def observe(self, now: float, seen: Observed) -> None:
+    def read(self, now: float, record: LeaseRecord | None, revision: int) -> bool:
+        """A try read `record` at `revision` (None, 0: no record yet) at `now`. True when
+        this candidate writes the lease now: a leader renews what is still its own, a
+        standby takes over a lease that is free, released, or unchanged for a lease
+        duration."""
+        if revision != self.revision:
+            self.revision, self.observed_at = revision, now
+        self.record = record
+        self.holder = record.holder if record is not None else ""
         if self.role is Role.LOST:
-            return  # final: a deposed leader never leads again in this process
-        self.holder, self._remaining = seen.holder, seen.remaining
-        if seen.acquired:
-            if self.role is Role.STANDBY:
-                self.role, self.epoch = Role.LEADING, seen.epoch
-            self.renewed_at = now
-        elif self.role is Role.LEADING:
-            self.role = Role.LOST  # another holder, or our lease lapsed
-        self.failed(now)
+            return False  # final: a deposed leader never leads again in this process
+        if self.role is Role.LEADING:
+            if record is not None and (record.holder, record.epoch) == (self.identity, self.epoch):
+                return True
+            self.role = Role.LOST  # taken over: a newer term's record
+            return False
+        if record is None or record.holder in ("", self.identity):
+            # nobody's, released, or held by an earlier process of our identity (a
+            # fixed KSCHED_LEADER_ELECT_IDENTITY restarted), as client-go allows
+            return True
+        return now - self.observed_at >= self.config.lease_duration
+
+    def claim(self, wall: float, floor: int = 0) -> LeaseRecord:
+        """The record this candidate writes once `read` said so: a leader's renewal, or a
+        new term whose epoch is above the record's and above `floor` (the newest epoch
+        the fenced store has seen, so that a bucket that lost its record, or a store
+        that had epochs before the bucket, never sees one go backwards)."""
+        stamp = micro_time(wall)
+        record = self.record
+        if self.role is Role.LEADING and record is not None:
+            return replace(record, renew_time=stamp, renew_count=record.renew_count + 1)
+        epoch = max(record.epoch if record is not None else 0, floor) + 1
+        return LeaseRecord(self.identity, epoch, self.config.lease_duration, stamp, stamp)
+
+    def wrote(self, started: float, record: LeaseRecord, revision: int) -> None:
+        """The claim `record` landed at `revision`; the try was sent at `started` (the
+        renew deadline counts from there: the write took effect at some point after)."""
+        if self.role is Role.LOST:
+            return
+        self.role, self.epoch, self.renewed_at = Role.LEADING, record.epoch, started
+        self.record, self.revision, self.holder = record, revision, record.holder
+
+    def outraced(self) -> None:
+        """The compare-and-set found the revision moved since the read: another
+        candidate wrote first. Nobody writes a leader's record but a successor."""
+        if self.role is Role.LEADING:
+            self.role = Role.LOST
+
+    def released(self, wall: float) -> LeaseRecord | None:
+        """What a leader that stops writes (client-go's ReleaseOnCancel): its record
+        without a holder, so a standby takes over at its next try. The epoch stays:
+        the next term's is above it. None when there is nothing of ours to release."""
+        if self.role is not Role.LEADING or self.record is None:
+            return None
+        return replace(self.record, holder="", renew_time=micro_time(wall))
+
+    def current(self, now: float) -> bool:
+        """Whether this leader may still write: leading, and renewed within the renew
+        deadline by its own clock (a leader frozen past it has possibly been
+        succeeded, whatever its lease thread has not noticed yet)."""
+        return self.role is Role.LEADING and now - self.renewed_at < self.config.renew_deadline
 
     def stalled(self, reason: str | None) -> bool:
         """What the progress check before a renewal found (None: progress). True when
@@ -149,9 +267,9 @@ class Lease:
         self.role, self.holder = Role.LOST, ""
 
     def failed(self, now: float) -> None:
-        """A try that reached no verdict (Redis unreachable): a leader keeps its role
-        until the renew deadline passes."""
-        if self.role is Role.LEADING and now - self.renewed_at >= self.config.renew_deadline:
+        """A try that reached no verdict (the bucket unreachable): a leader keeps its
+        role until the renew deadline passes."""
+        if self.role is Role.LEADING and not self.current(now):
             self.role = Role.LOST
 
     def budget(self, now: float) -> float:
@@ -163,6 +281,7 @@ class Lease:
     def next_try_in(self, now: float) -> float:
         if self.role is Role.LEADING:
             return min(self.config.retry_period, self.budget(now))
-        if self.holder and self._remaining >= 0:
-            return min(self.config.retry_period, self._remaining + LAPSE_MARGIN_SECONDS)
+        if self.holder and self.holder != self.identity:
+            lapses_in = self.observed_at + self.config.lease_duration - now
+            return min(self.config.retry_period, max(lapses_in, 0.0) + LAPSE_MARGIN_SECONDS)
         return self.config.retry_period

@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
@@ -20,16 +20,13 @@ from prometheus_client import CollectorRegistry
 
 from shared.config import ConfigError, SchedulerConfiguration, load_config
 from shared.runtime import metrics, progress
-from shared.runtime.connections import (
-    connect_nats,
-    connect_redis,
-    connect_redis_sync,
-    ensure_streams,
-)
+from shared.runtime.connections import connect_nats, connect_redis, ensure_streams
 from shared.runtime.discovery import StatsData, register
-from shared.runtime.elector import FencedBatch, LeaderElector
+from shared.runtime.elector import LeaderElector, LeaseClients
+from shared.runtime.fencing import EpochFloor, FencedBatch
 from shared.runtime.http import HealthServer
 from shared.runtime.lease import LEADER_ELECTED
+from shared.runtime.leasestore import LeaseStore, ensure_lease_bucket, stream_replicas
 from shared.runtime.logs import setup_logging
 from shared.runtime.progress import Progress
 from shared.runtime.retry import retry_forever
@@ -59,21 +56,12 @@ class Runtime:
         self.progress = Progress(settings.stall_seconds)
         progress.install(self.progress)
         self._heartbeat: asyncio.Task[None] | None = None
-        # watcher, queue and cache work only while they hold their service's lease
+        # watcher, queue and cache work only while they hold their service's lease, in
+        # the lease bucket (runtime/leasestore.py); the elector is made once connected
         self.elector: LeaderElector | None = None
-        if settings.service in LEADER_ELECTED:
-            lease = settings.leader_election
-            renewer = connect_redis_sync(
-                settings.redis_url, settings.credentials, timeout=max(lease.retry_period, 0.5)
-            )
-            self.elector = LeaderElector(
-                self.redis,
-                settings.service,
-                settings.identity,
-                lease,
-                renewer,
-                stalled=self.progress.stalled,
-            )
+        self.leases: LeaseStore | None = None
+        self.holding: asyncio.Task[None] | None = None  # renewing while leading
+        self._lease_replicas = stream_replicas() if settings.service in LEADER_ELECTED else 1
         self.leader_status = metrics.LEADER_STATUS.gauge(self.registry)
         metrics.PROGRESS_AGE.gauge(self.registry).set_function(
             lambda: self.progress.age(time.monotonic())
@@ -101,6 +89,8 @@ class Runtime:
         )
         self.js = self.nc.jetstream(timeout=10)
         await retry_forever("ensure streams", lambda: ensure_streams(self.js))
+        if self.settings.service in LEADER_ELECTED:
+            await retry_forever("open the lease bucket", self._open_leases)
         self.micro = await register(
             self.nc,
             self.settings.service,
@@ -109,6 +99,45 @@ class Runtime:
             http_port=port,
             stats_data=lambda: self.stats_data,
         )
+
+    async def _open_leases(self) -> None:
+        await ensure_lease_bucket(self.js, self._lease_replicas)
+        self.leases = await LeaseStore.open(self.js)
+        settings = self.settings
+        self.elector = LeaderElector(
+            LeaseClients(self.leases, self.redis),
+            settings.service,
+            settings.identity,
+            settings.leader_election,
+            renewer=self._lease_clients,
+            stalled=self.progress.stalled,
+        )
+
+    async def _lease_clients(self) -> LeaseClients:
+        """The lease thread's own NATS connection and Redis client, opened on its own
+        event loop (runtime/elector.py): a blocked service loop does not stop them."""
+        settings = self.settings
+        nc = await connect_nats(
+            settings.nats_urls, f"ksched-{settings.service}-lease", settings.credentials
+        )
+        redis = connect_redis(settings.redis_url, settings.credentials)
+
+        async def close() -> None:
+            for closing in (nc.close, redis.aclose):
+                with contextlib.suppress(Exception):
+                    await closing()
+
+        try:
+            return LeaseClients(await LeaseStore.open(nc.jetstream()), redis, close)
+        except BaseException:
+            await close()
+            raise
+
+    def epoch_floor(self, service: str) -> EpochFloor:
+        """Admits only the current epoch of `service`'s leader (runtime/fencing.py)."""
+        if self.leases is None:
+            raise RuntimeError(f"{self.settings.service} has no lease bucket")
+        return EpochFloor(self.leases, service)
 
     @property
     def epoch(self) -> int:
@@ -122,11 +151,20 @@ class Runtime:
         return self.elector.batch()
 
     async def lead(self) -> None:
-        """Stand by until this replica holds its service's lease (at once without election)."""
+        """Stand by until this replica holds its service's lease (at once without
+        election); then keep renewing it, until `holding` ends: the lease is lost."""
         if self.elector is not None:
             self.leader_status.labels(self.settings.service).set(0)
             await self.elector.acquire()
             self.leader_status.labels(self.settings.service).set(1)
+            self.holding = asyncio.create_task(self.elector.hold())
+
+    async def _stop_holding(self) -> None:
+        """Stop renewing (the renewal thread's last try ends first)."""
+        if self.holding is not None:
+            self.holding.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.holding
 
     def stalled(self) -> str | None:
         """Why this process makes no progress (runtime/progress.py), or None."""
@@ -153,8 +191,7 @@ class Runtime:
         """A deposed leader: drop the connections without delivering what is buffered."""
         self.leader_status.labels(self.settings.service).set(0)
         self._stop_heartbeat()
-        if self.elector is not None:
-            self.elector.close()
+        await self._stop_holding()
         for close in (self.nc.close, self.redis.aclose, self.http.stop):
             with contextlib.suppress(Exception):
                 await close()
@@ -168,9 +205,11 @@ class Runtime:
         if self.micro is not None:
             with contextlib.suppress(Exception):
                 await self.micro.stop()
+        # renewed until now: the leader's last writes (shutdown flushes) are fenced
+        # with a current lease; then handed over at once
+        await self._stop_holding()
         if self.elector is not None:
             await self.elector.release()
-            self.elector.close()
         # Drain delivers what is already buffered; with a pull subscription open it
         # can wait out nats-py's whole drain timeout, so bound it.
         try:
@@ -246,28 +285,17 @@ async def _amain(
     logic = factory(rt)
     running = asyncio.create_task(logic.run())
     log.info("%s started", settings.service)
-    if rt.elector is None:
-        await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    elif await _lost_lead(rt.elector, running, stopping):
+    serving: set[asyncio.Task[Any]] = {running, stopping}
+    if rt.holding is not None:
+        serving.add(rt.holding)  # it ends only when the lease is lost
+    await asyncio.wait(serving, return_when=asyncio.FIRST_COMPLETED)
+    if rt.holding is not None and rt.holding.done():
         # kube-scheduler exits when it loses its lease; restarted, it stands by. Nothing
         # is handed back: what this replica held belongs to its successor now.
         running.cancel()
         await rt.abort()
         return 1
     return await _stop(rt, logic, running)
-
-
-async def _lost_lead(
-    elector: LeaderElector, running: asyncio.Task[None], stopping: asyncio.Task[bool]
-) -> bool:
-    """Serve while renewing the lease; True when the lease was lost."""
-    holding = asyncio.create_task(elector.hold())
-    await asyncio.wait({running, stopping, holding}, return_when=asyncio.FIRST_COMPLETED)
-    lost = elector.lost.is_set()
-    holding.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await holding
-    return lost
 
 
 async def _stop(rt: Runtime, logic: ServiceLogic, running: asyncio.Task[None]) -> int:

@@ -15,14 +15,13 @@ from typing import Any
 
 import nats
 import pytest
-import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nats.aio.client import Client as NATS
 from nats.js.errors import NotFoundError
 
-from shared import keys
 from shared.api.events import BadEvent, decode_cluster_event
+from shared.runtime.leasestore import LeaseStore
 from shared.subjects import (
     BIND_DEAD_LETTER,
     BIND_STREAM,
@@ -200,11 +199,12 @@ def test_an_oversized_event_is_refused_at_the_door_or_on_ksched_errors(
 
 
 async def current_watcher_epoch(stack: LocalStack) -> int:
-    client = redis.Redis(port=stack.redis.port if stack.redis else 0)
+    """The watcher leader's epoch, from the lease bucket that hands epochs out."""
+    nc = await nats.connect(stack.nats_url)
     try:
-        return int(client.get(keys.lease_epoch_key("watcher")) or 0)
+        return await (await LeaseStore.open(nc.jetstream())).epoch("watcher")
     finally:
-        client.close()
+        await nc.close()
 
 
 def packed(body: Any) -> bytes:

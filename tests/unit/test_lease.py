@@ -1,21 +1,29 @@
-"""Leader election's state machine (runtime/lease.py): kube's lease, renew deadline, retry."""
+"""Leader election's state machine (runtime/lease.py): kube's lease, renew deadline and
+retry period, an epoch per term taken with a compare-and-set, and observed time by each
+candidate's own clock."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 
-from shared.runtime.lease import Lease, LeaseConfig, Observed, Role
+from shared.runtime.lease import Lease, LeaseConfig, LeaseRecord, Role, micro_time
 
 CONFIG = LeaseConfig()  # 15 s / 10 s / 2 s
+WALL = 1_700_000_000.0
 
 
-def seen(acquired: bool, epoch: int = 1, holder: str = "me", remaining: float = 15.0) -> Observed:
-    return Observed(acquired, epoch, holder, remaining)
+def held(holder: str = "other", epoch: int = 4) -> LeaseRecord:
+    return LeaseRecord(holder, epoch, 15.0, micro_time(WALL), micro_time(WALL), 3)
 
 
-def leader(now: float = 0.0) -> Lease:
+def leader(started: float = 0.0, epoch: int = 7) -> Lease:
+    """A candidate whose claim of a released epoch-(epoch - 1) record landed at revision 10."""
     lease = Lease(CONFIG, "me")
-    lease.observe(now, seen(True, epoch=7))
+    assert lease.read(started, held("", epoch - 1), 9)
+    lease.wrote(started, lease.claim(WALL), 10)
     return lease
 
 
@@ -55,54 +63,193 @@ def test_inconsistent_config_is_refused(env: dict[str, str]) -> None:
         LeaseConfig.from_env(env)
 
 
-def test_acquiring_makes_a_leader_with_the_epoch() -> None:
+# --- the record ---------------------------------------------------------------------
+
+
+def test_the_record_speaks_kubes_leader_election_record() -> None:
+    record = held("a", 4)
+    assert json.loads(record.encode()) == {
+        "holderIdentity": "a",
+        "epoch": 4,
+        "leaseDurationSeconds": 15.0,
+        "acquireTime": "2023-11-14T22:13:20.000000Z",
+        "renewTime": "2023-11-14T22:13:20.000000Z",
+        "renewCount": 3,
+    }
+    assert LeaseRecord.decode(record.encode()) == record
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"not json",
+        b"[1, 2]",
+        b'{"epoch": 3}',
+        b'{"holderIdentity": "a", "epoch": true}',
+        b'{"holderIdentity": "a", "epoch": -1}',
+        b'{"holderIdentity": 7, "epoch": 1}',
+    ],
+)
+def test_a_record_that_is_not_ours_is_refused(raw: bytes) -> None:
+    with pytest.raises(ValueError):
+        LeaseRecord.decode(raw)
+
+
+# --- taking the lease ---------------------------------------------------------------
+
+
+def test_the_first_candidate_creates_the_record_with_epoch_one() -> None:
     lease = Lease(CONFIG, "me")
+    assert lease.read(0, None, 0)
+    claim = lease.claim(WALL)
+    assert (claim.holder, claim.epoch, claim.renew_count) == ("me", 1, 0)
+    lease.wrote(0, claim, 1)
+    assert (lease.role, lease.epoch, lease.revision) == (Role.LEADING, 1, 1)
+
+
+def test_a_takeover_starts_above_the_records_epoch_and_the_fenced_stores() -> None:
+    lease = Lease(CONFIG, "me")
+    assert lease.read(0, held("", 4), 9)
+    assert lease.claim(WALL).epoch == 5
+    assert lease.claim(WALL, floor=11).epoch == 12  # Redis has seen 11 (an older bucket)
+    assert lease.claim(WALL, floor=2).epoch == 5  # a Redis that lost writes: the bucket wins
+
+
+def test_a_standby_takes_over_once_the_record_is_unchanged_for_a_lease_by_its_clock() -> None:
+    lease = Lease(CONFIG, "me")
+    assert not lease.read(100, held(), 5)  # first seen at 100, whatever renewTime says
+    assert not lease.read(114.9, held(), 5)
+    assert lease.read(115, held(), 5)
+    assert lease.claim(WALL).epoch == 5
+
+
+def test_every_renewal_restarts_the_standbys_count() -> None:
+    lease = Lease(CONFIG, "me")
+    assert not lease.read(100, held(), 5)
+    assert not lease.read(110, replace(held(), renew_count=4), 6)  # renewed: revision 6
+    assert not lease.read(120, replace(held(), renew_count=4), 6)
+    assert lease.read(125, replace(held(), renew_count=4), 6)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [held("", 4), held("me", 4)],
+    ids=["released", "held by an earlier process of this identity"],
+)
+def test_a_standby_takes_a_released_lease_at_once(record: LeaseRecord) -> None:
+    lease = Lease(CONFIG, "me")
+    assert lease.read(0, record, 5)
+    assert lease.claim(WALL).epoch == 5
+
+
+def test_a_standby_outraced_by_another_stays_a_standby() -> None:
+    lease = Lease(CONFIG, "me")
+    assert lease.read(0, held("", 4), 5)
+    lease.outraced()
     assert lease.role is Role.STANDBY
-    lease.observe(0, seen(True, epoch=7))
-    assert (lease.role, lease.epoch) == (Role.LEADING, 7)
+
+
+# --- leading ------------------------------------------------------------------------
+
+
+def test_a_leader_renews_its_record_keeping_the_epoch() -> None:
+    lease = leader(0)
+    assert lease.read(2, lease.record, 10)
+    renewal = lease.claim(WALL + 2)
+    assert (renewal.holder, renewal.epoch, renewal.renew_count) == ("me", 7, 1)
+    assert renewal.acquire_time == micro_time(WALL) and renewal.renew_time == micro_time(WALL + 2)
+    lease.wrote(2, renewal, 11)
+    assert (lease.role, lease.epoch, lease.revision, lease.renewed_at) == (Role.LEADING, 7, 11, 2)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [held("other", 8), held("me", 8), None],
+    ids=["another holder", "our identity, a newer term", "record gone"],
+)
+def test_a_leader_that_reads_another_term_is_lost_for_good(record: LeaseRecord | None) -> None:
+    lease = leader(0)
+    assert not lease.read(1, record, 12)
+    assert lease.role is Role.LOST
+    assert not lease.read(2, held("", 8), 13)
+    lease.wrote(2, held("me", 9), 14)
+    assert lease.role is Role.LOST
+
+
+def test_a_leader_outraced_on_its_own_record_was_taken_over() -> None:
+    lease = leader(0)
+    assert lease.read(2, lease.record, 10)
+    lease.outraced()
+    assert lease.role is Role.LOST
+
+
+def test_a_leader_keeps_leading_through_failed_tries_until_the_renew_deadline() -> None:
+    lease = leader(0)
+    lease.failed(9.9)
+    assert lease.leading and lease.current(9.9)
+    assert lease.next_try_in(9.9) == pytest.approx(0.1)  # one last try before the deadline
+    lease.failed(10.0)
+    assert lease.role is Role.LOST and not lease.current(10.0)
+
+
+def test_the_renew_deadline_counts_from_when_the_renewal_was_sent() -> None:
+    lease = leader(0)
+    assert lease.read(8, lease.record, 10)
+    lease.wrote(8, lease.claim(WALL), 11)  # sent at 8, its answer came much later
+    assert lease.current(17.9) and not lease.current(18)
+
+
+def test_a_leader_frozen_past_its_renew_deadline_writes_nothing() -> None:
+    """Its lease thread has not noticed anything yet: it was frozen too."""
+    lease = leader(0)
+    assert lease.leading and not lease.current(30)
+
+
+def test_the_leader_stops_writing_before_any_standby_can_take_over() -> None:
+    """However the tries interleave: a standby counts from when it saw the leader's
+    last renewal, which was sent before that; the leader counts from the sending."""
+    ours = leader(0)
+    for seen_at in (0.0, 0.5, 1.99):
+        standby = Lease(CONFIG, "other")
+        standby.read(seen_at, ours.record, ours.revision)
+        for tick in range(0, 400):
+            now = tick / 10
+            taking_over = standby.read(now, ours.record, ours.revision)
+            assert not (taking_over and ours.current(now)), (seen_at, now)
+
+
+def test_a_leader_releases_its_record_without_a_holder_and_keeps_the_epoch() -> None:
+    lease = leader(0)
+    released = lease.released(WALL + 5)
+    assert released is not None
+    assert (released.holder, released.epoch) == ("", 7)
+    assert Lease(CONFIG, "me").released(WALL) is None  # a standby holds nothing
+
+
+# --- timing of tries ----------------------------------------------------------------
 
 
 def test_a_leader_renews_every_retry_period() -> None:
     assert leader().next_try_in(0) == 2.0
 
 
-def test_a_leader_keeps_leading_through_failed_tries_until_the_renew_deadline() -> None:
-    lease = leader(0)
-    lease.failed(9.9)
-    assert lease.leading
-    assert lease.next_try_in(9.9) == pytest.approx(0.1)  # one last try before the deadline
-    lease.failed(10.0)
-    assert lease.role is Role.LOST
-
-
-def test_a_renewal_moves_the_deadline() -> None:
-    lease = leader(0)
-    lease.observe(8, seen(True, epoch=7))
-    lease.failed(17)
-    assert lease.leading
-
-
-def test_a_leader_that_sees_another_holder_is_lost_for_good() -> None:
-    lease = leader(0)
-    lease.observe(1, seen(False, epoch=8, holder="other"))
-    assert lease.role is Role.LOST
-    lease.observe(2, seen(True, epoch=9))
-    assert lease.role is Role.LOST
-
-
-def test_a_standby_tries_again_when_the_holders_lease_lapses() -> None:
+def test_a_standby_tries_again_when_the_holders_lease_lapses_by_its_clock() -> None:
     lease = Lease(CONFIG, "me")
-    lease.observe(0, seen(False, holder="other", remaining=0.7))
-    assert lease.role is Role.STANDBY
-    assert lease.next_try_in(0) == pytest.approx(0.75)
-    lease.observe(1, seen(False, holder="other", remaining=14))
+    lease.read(0, held(), 5)
+    assert lease.next_try_in(14.3) == pytest.approx(0.75)
     assert lease.next_try_in(1) == 2.0
+    lease.read(16, held("", 5), 6)
+    lease.outraced()  # a released lease that another standby took first
+    assert lease.next_try_in(16) == 2.0
 
 
-def test_a_standby_with_redis_down_retries_every_retry_period() -> None:
+def test_a_standby_with_the_bucket_unreachable_retries_every_retry_period() -> None:
     lease = Lease(CONFIG, "me")
     lease.failed(0)
     assert (lease.role, lease.next_try_in(0)) == (Role.STANDBY, 2.0)
+
+
+# --- progress -----------------------------------------------------------------------
 
 
 def test_a_leader_gives_up_when_stalled_at_two_renewals_in_a_row() -> None:

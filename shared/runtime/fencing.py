@@ -1,0 +1,139 @@
+"""Fencing a leader's writes with its lease epoch (runtime/lease.py).
+
+Epochs come from leader election's compare-and-set in the NATS KV bucket
+(runtime/leasestore.py); Redis only remembers the newest one a leader wrote with
+(`ksched:lease:<service>:epoch`, raised "set if greater" by shared/lua/fenced_write.lua).
+A write below it is refused; the leader raises it at acquisition, at every renewal and
+with every write, so a Redis that lost the key (a failover to a lagging replica, a
+wipe) has the current epoch back within a retry period, or sooner.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from importlib.resources import files
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from shared import keys
+from shared.runtime.lease import Lease
+from shared.runtime.leasestore import LeaseStore
+
+_FENCED_WRITE = files("shared.lua").joinpath("fenced_write.lua").read_text()
+
+
+class Fenced(RuntimeError):
+    """A newer leader exists: this process's writes are refused."""
+
+
+async def _fenced_write(redis: aioredis.Redis, keys_: list[str], args: list[Any]) -> None:
+    """One fenced_write call; Fenced when Redis has seen a newer epoch."""
+    try:
+        await redis.register_script(_FENCED_WRITE)(keys=keys_, args=args)
+    except ResponseError as err:
+        if "FENCED" not in str(err):
+            raise
+        raise Fenced(str(err)) from err
+
+
+async def raise_epoch(redis: aioredis.Redis, service: str, epoch: int) -> None:
+    """Bring Redis's epoch up to `epoch` (an empty fenced batch); Fenced when it has
+    seen a newer one."""
+    await _fenced_write(redis, [keys.lease_epoch_key(service)], [epoch])
+
+
+async def epoch_floor(redis: aioredis.Redis, service: str) -> int:
+    """The newest epoch Redis has seen for `service` (0: none)."""
+    return int(await redis.get(keys.lease_epoch_key(service)) or 0)
+
+
+class FencedBatch:
+    """Collects writes like a redis-py pipeline (the commands queue and cache use) and
+    applies them in one fenced_write call: all, in order, or none when fenced.
+
+    Refused before it is sent when this leader's lease is not current by its own clock
+    (runtime/lease.py, Lease.current: e.g. the process was frozen past its renew
+    deadline); Redis refuses it when a newer epoch wrote there. Either way `fence`
+    deposes the leader at once."""
+
+    def __init__(
+        self, redis: aioredis.Redis, service: str, lease: Lease, fence: Callable[[], None]
+    ) -> None:
+        self._redis = redis
+        self._service = service
+        self._lease = lease
+        self._fence = fence
+        self._keys: list[str] = [keys.lease_epoch_key(service)]
+        self._index: dict[str, int] = {}
+        self._args: list[Any] = [lease.epoch]
+
+    def _op(self, cmd: str, key: str, stride: int, args: list[Any]) -> None:
+        index = self._index.get(key)
+        if index is None:
+            self._keys.append(key)
+            index = self._index[key] = len(self._keys)
+        self._args += [cmd, index, stride, len(args), *args]
+
+    def hset(
+        self,
+        name: str,
+        key: str | None = None,
+        value: Any = None,
+        mapping: dict[Any, Any] | None = None,
+    ) -> None:
+        args: list[Any] = [] if key is None else [key, value]
+        for field, val in (mapping or {}).items():
+            args += [field, val]
+        self._op("HSET", name, 2, args)
+
+    def hdel(self, name: str, *fields: str) -> None:
+        self._op("HDEL", name, 1, list(fields))
+
+    def zadd(self, name: str, mapping: dict[str, float]) -> None:
+        args: list[Any] = []
+        for member, score in mapping.items():
+            args += [score, member]
+        self._op("ZADD", name, 2, args)
+
+    def set(self, name: str, value: Any) -> None:
+        self._op("SET", name, 0, [value])
+
+    def incr(self, name: str) -> None:
+        self._op("INCR", name, 0, [])
+
+    async def execute(self) -> None:
+        epoch = self._args[0]
+        if epoch != self._lease.epoch or not self._lease.current(time.monotonic()):
+            self._fence()
+            raise Fenced(f"{self._service}: lease of epoch {epoch} not current")
+        try:
+            await _fenced_write(self._redis, self._keys, self._args)
+        except Fenced as err:
+            self._fence()
+            raise Fenced(f"{self._service}: {err}") from err
+
+
+class EpochFloor:
+    """Admits requests from the current leader of another service (the watcher's
+    deliveries to queue and cache) and refuses a deposed one's: its epoch is older
+    than the latest handed out. The lease bucket is read only when an epoch not seen
+    yet comes: the bucket, not Redis, since it never goes back to an older epoch."""
+
+    def __init__(self, store: LeaseStore, service: str) -> None:
+        self._store = store
+        self._service = service
+        self._current = -1
+
+    async def admit(self, epoch: Any) -> bool:
+        if isinstance(epoch, bool) or not isinstance(epoch, int):
+            return False
+        if epoch == self._current:
+            return True
+        if epoch < self._current:
+            return False
+        # Newer than any seen: it must be the latest handed out (a forged one is not).
+        self._current = await self._store.epoch(self._service)
+        return epoch == self._current
