@@ -6,7 +6,9 @@ one and the pod does not), refuses a name no class has, and gives a pod without 
 name the globalDefault class, or priority 0 when there is none (left unwritten: an
 absent priority is 0). The two system classes always exist. As upstream, a pod that
 names a class and states a priority or preemption policy other than the class's is
-refused; unlike upstream, a pod that names no class keeps a priority it states.
+refused; unlike upstream, a pod published on NATS that names no class keeps a
+priority it states (`strict` admission, what `ksched apply` and `create` meet as
+kubectl users do, refuses it like upstream when it differs from the computed one).
 """
 
 from __future__ import annotations
@@ -61,36 +63,34 @@ class PriorityClasses:
         pc = min(defaults, key=lambda c: c.value)
         return Resolved(pc.metadata.name, pc.value, pc.preemption_policy)
 
-    def admit(self, raw_pod: dict[str, Any]) -> dict[str, Any]:
+    def admit(self, raw_pod: dict[str, Any], *, strict: bool = False) -> dict[str, Any]:
         """The pod as admission leaves it (a copy when it changes); Refused if refused."""
         spec = raw_pod.get("spec") or {}
         meta = raw_pod.get("metadata") or {}
+        forbidden = f'pods "{meta.get("name") or meta.get("generateName") or ""}" is forbidden: '
         name = spec.get("priorityClassName") or ""
-        if not name and spec.get("priority") is not None:
+        if not name and spec.get("priority") is not None and not strict:
             return raw_pod  # ksched's leniency: a priority stated without a class stands
         resolved = self.resolve(name) if name else self.global_default()
         if name and resolved is None:
-            raise Refused(
-                f'pods "{meta.get("name", "")}" is forbidden: no PriorityClass with name '
-                f"{name} was found"
-            )
-        if resolved is None:
-            return raw_pod  # no class, no default: priority DEFAULT_PRIORITY, as absent means
-        value = resolved.value
+            raise Refused(f"{forbidden}no PriorityClass with name {name} was found")
+        value = DEFAULT_PRIORITY if resolved is None else resolved.value
         stated = spec.get("priority")
         if stated is not None and stated != value:
             raise Refused(
-                f"the integer value of priority ({stated}) must not be provided in pod spec; "
-                f"priority admission controller computed {value} from the given "
-                "PriorityClass name"
+                f"{forbidden}the integer value of priority ({stated}) must not be provided "
+                f"in pod spec; priority admission controller computed {value} from the "
+                "given PriorityClass name"
             )
+        if resolved is None:
+            return raw_pod  # no class, no default: priority DEFAULT_PRIORITY, as absent means
         updated = dict(spec)
         updated["priorityClassName"] = resolved.name
         policy = resolved.preemption_policy
         stated_policy = spec.get("preemptionPolicy")
         if policy is not None and stated_policy is not None and stated_policy != policy:
             raise Refused(
-                f"the string value of PreemptionPolicy ({stated_policy}) must not be "
+                f"{forbidden}the string value of PreemptionPolicy ({stated_policy}) must not be "
                 f"provided in pod spec; priority admission controller computed {policy} "
                 "from the given PriorityClass name"
             )

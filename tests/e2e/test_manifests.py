@@ -121,7 +121,6 @@ class Case:
 
 CREATE = "create pending"  # `ksched create -f` with generateName
 SERVICES = "Services pending"  # live Services/StatefulSets, other kinds skipped
-VALIDATION = "validation pending: the API server's enum message"
 
 
 def perf(
@@ -189,7 +188,6 @@ CASES = [
         ),
         "Gt/Lt toleration operators came after 1.34 (today's docs); 1.34's validation "
         "knows Equal and Exists",
-        pending=VALIDATION,
     ),
     Case(
         "pod-with-scheduling-gates.yaml",
@@ -347,7 +345,6 @@ CASES = [
         ),
         "Priority admission (on by default) computes 0: no class, no globalDefault; a "
         "stated other value is refused",
-        pending=f"{CREATE}; then ksched keeps a priority stated without a class",
     ),
     perf("pod-low-priority.yaml", Expected(BOUND), "900m fits any node"),
     perf(

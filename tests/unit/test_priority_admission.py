@@ -82,3 +82,21 @@ def test_an_admitted_pod_is_a_copy_and_a_resolved_one_is_left_as_is(
     admitted = classes.admit(raw)
     assert admitted is not raw and "priority" not in raw["spec"]
     assert classes.admit(admitted) is admitted  # ksched's own writes carry the result
+
+
+def test_strict_admission_refuses_a_stated_priority_without_a_class(
+    classes: PriorityClasses,
+) -> None:
+    """What a kubectl client meets (ksched apply, create): upstream's Priority plugin
+    computes the priority from the class (none, no globalDefault: 0) and refuses
+    another stated value, naming the pod."""
+    with pytest.raises(Refused) as err:
+        classes.admit(pod(priority=10), strict=True)
+    assert str(err.value) == (
+        'pods "p" is forbidden: the integer value of priority (10) must not be provided '
+        "in pod spec; priority admission controller computed 0 from the given "
+        "PriorityClass name"
+    )
+    assert classes.admit(pod(priority=0), strict=True)["spec"]["priority"] == 0
+    classes.upsert(pc("default", 5, globalDefault=True))
+    assert classes.admit(pod(priority=5), strict=True)["spec"]["priority"] == 5

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.api.field_validation import check_object
-from shared.api.models import object_key
+from shared.api.models import PriorityClass, object_key
+from shared.api.priority import PriorityClasses, Refused
 from shared.subjects import (
     node_subject,
     pdb_subject,
@@ -165,6 +166,7 @@ def plan(
         if m.obj.get("kind") == "Node":
             validate_node(m, m.obj)
             nodes[m.obj["metadata"]["name"]] = m.obj
+    admission = _priority_classes(manifests, current)
     out = []
     for m in manifests:
         kind = m.obj.get("kind")
@@ -186,6 +188,7 @@ def plan(
             continue
         if kind == "Pod":
             validate_pod(m, m.obj)
+            _admit(m, admission)
         elif kind != "Node" and not (m.obj.get("metadata") or {}).get("name"):
             raise m.error("metadata.name: Required value")
         elif kind == "Service":
@@ -195,6 +198,31 @@ def plan(
             Applied(f"{RESOURCE_NAMES[kind]}/{m.obj['metadata']['name']} {action.verb}", [action])
         )
     return out
+
+
+def _priority_classes(manifests: Sequence[Manifest], current: Current) -> PriorityClasses:
+    """The classes Priority admission knows when these manifests' pods are created: the
+    cluster's and those applied before them in the same run."""
+    classes = PriorityClasses()
+    raws = [obj for obj, _ in current.priority_classes.values()]
+    raws += [m.obj for m in manifests if m.obj.get("kind") == "PriorityClass"]
+    for raw in raws:
+        try:
+            classes.upsert(PriorityClass.model_validate(raw))
+        except ValueError:
+            continue  # refused on its own (its document fails validation)
+    return classes
+
+
+def _admit(m: Manifest, admission: PriorityClasses) -> None:
+    """Priority admission as the API server applies it to a kubectl client's pod: a
+    priority stated without a class is refused unless it is the computed one."""
+    try:
+        admission.admit(m.obj, strict=True)
+    except Refused as err:
+        raise ManifestError(
+            f'Error from server (Forbidden): error when creating "{m.source}": {err}'
+        ) from None
 
 
 def _skipped(obj: dict[str, Any]) -> Applied:
