@@ -142,7 +142,7 @@ def test_bad_manifests_name_file_document_and_field() -> None:
         plan(parse_manifests("kind: Widget\nmetadata: {name: w}\n", "f"), Current(), "")
     with pytest.raises(ManifestError, match=r"^w.yaml: document 0: spec.replicas: Invalid value"):
         plan([workload("Deployment", replicas=-1, template=template())], Current(), "")
-    with pytest.raises(ManifestError, match=r"^f: not valid YAML or JSON"):
+    with pytest.raises(ManifestError, match=r"^error parsing f: error converting YAML to JSON"):
         parse_manifests("a: [", "f")
 
 
