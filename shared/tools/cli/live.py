@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
 from asyncio import FIRST_COMPLETED
 from collections.abc import Callable
@@ -19,26 +20,33 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from shared.api.models import object_key
+from shared.api.names import object_key
 from shared.subjects import (
     CLUSTER_PREFIX,
     CLUSTER_STREAM,
-    EVENTS_STREAM,
     MICRO_PREFIX,
     NODES_PREFIX,
     PDBS_PREFIX,
     PODS_PREFIX,
     PRIORITYCLASSES_PREFIX,
-    event_subject,
 )
 
 REPLAY_TIMEOUT_SECONDS = 30.0
 CONNECT_TIMEOUT_SECONDS = 3.0
+# Discovery has no count of instances to wait for: answers are collected until none
+# came for DISCOVERY_QUIET_SECONDS (a local instance answers within a few ms), at
+# most DISCOVERY_WAIT_SECONDS; `ksched status --wait S` listens S seconds instead.
 DISCOVERY_WAIT_SECONDS = 0.5
+DISCOVERY_QUIET_SECONDS = 0.1
 
 
 class CliError(Exception):
-    """A user-facing failure: printed as one line, no traceback."""
+    """A user-facing failure: printed as one line, `error: ...`, no traceback."""
+
+
+class ServerError(CliError):
+    """An error kubectl shows as the API server's (`Error from server (NotFound): ...`):
+    printed as it is, without the `error: ` prefix."""
 
 
 async def connect(url: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> NATS:
@@ -93,6 +101,7 @@ async def require_stream(js: JetStreamContext, stream: str = CLUSTER_STREAM) -> 
 class Entry:
     obj: dict[str, Any]
     seq: int
+    at: dt.datetime | None = None  # when the stream stored this version
 
 
 CLUSTER_SCOPED = ("node", "priorityclass")  # named without a namespace
@@ -148,7 +157,7 @@ class ClusterWatch:
         if deleted:
             table.pop(key, None)
         else:
-            table[key] = Entry(obj, msg.metadata.sequence.stream)
+            table[key] = Entry(obj, msg.metadata.sequence.stream, msg.metadata.timestamp)
         self.changed.set()
         if synced and self.on_change is not None:
             self.on_change(kind, key, obj, deleted)
@@ -171,21 +180,22 @@ async def read_cluster(js: JetStreamContext) -> ClusterWatch:
     return watch
 
 
-async def read_events(js: JetStreamContext, namespace: str, name: str) -> list[dict[str, Any]]:
-    """The pod's Event objects still in the (age-limited) events stream, oldest first."""
-    subject = event_subject(namespace, name)
+async def read_events(js: JetStreamContext, subject: str) -> list[dict[str, Any]]:
+    """The Event objects on `subject` (wildcards allowed) still in the age-limited
+    events stream, oldest first."""
     try:
-        info = await js.stream_info(EVENTS_STREAM, subjects_filter=subject)
-    except NotFoundError:
+        sub = await js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL)
+    except NotFoundError:  # no events stream: no ksched service ever ran here
         return []
-    count = (info.state.subjects or {}).get(subject, 0) if info.state else 0
-    if not count:
-        return []
-    sub = await js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL)
     events = []
     try:
-        for _ in range(count):
+        # what was pushed to us already counts as delivered, no longer as pending
+        info = await sub.consumer_info()
+        delivered = info.delivered.consumer_seq if info.delivered else 0
+        pending = (info.num_pending or 0) + (delivered or 0)
+        while pending:
             msg = await sub.next_msg(timeout=5)
+            pending = msg.metadata.num_pending
             with contextlib.suppress(ValueError):
                 events.append(json.loads(msg.data))
     except TimeoutError:
@@ -211,21 +221,23 @@ class Instance:
     requests: int = 0
     errors: int = 0
     endpoints: dict[str, str] = field(default_factory=dict)  # name -> subject
+    config: str = ""  # the KubeSchedulerConfiguration it loaded ("defaults": none)
+    profiles: str = ""  # its profiles' schedulerNames, comma separated
 
 
-async def gather(
-    nc: NATS, subject: str, wait: float = DISCOVERY_WAIT_SECONDS
-) -> list[dict[str, Any]]:
-    """Every reply to one request within `wait` seconds ($SRV.* answers once per
-    instance)."""
+async def gather(nc: NATS, subject: str, wait: float | None = None) -> list[dict[str, Any]]:
+    """Every reply to one request ($SRV.* answers once per instance): for `wait`
+    seconds, or by default until the answers stop coming (see DISCOVERY_QUIET_SECONDS)."""
     inbox = nc.new_inbox()
     sub = await nc.subscribe(inbox)
     await nc.publish(subject, b"", reply=inbox)
     replies: list[dict[str, Any]] = []
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait
+    deadline = loop.time() + (DISCOVERY_WAIT_SECONDS if wait is None else wait)
     try:
         while (left := deadline - loop.time()) > 0:
+            if wait is None and replies:
+                left = min(left, DISCOVERY_QUIET_SECONDS)
             try:
                 msg = await sub.next_msg(timeout=left)
             except TimeoutError:
@@ -237,7 +249,7 @@ async def gather(
     return replies
 
 
-async def discover(nc: NATS, wait: float = DISCOVERY_WAIT_SECONDS) -> list[Instance]:
+async def discover(nc: NATS, wait: float | None = None) -> list[Instance]:
     """Every ksched service instance: $SRV.INFO and $SRV.STATS, then each one's readyz."""
     infos, stats = await asyncio.gather(
         gather(nc, "$SRV.INFO", wait), gather(nc, "$SRV.STATS", wait)
@@ -261,6 +273,8 @@ async def discover(nc: NATS, wait: float = DISCOVERY_WAIT_SECONDS) -> list[Insta
                 requests=sum(int(e.get("num_requests", 0)) for e in st.get("endpoints") or []),
                 errors=sum(int(e.get("num_errors", 0)) for e in st.get("endpoints") or []),
                 endpoints={e["name"]: e["subject"] for e in info.get("endpoints") or []},
+                config=meta.get("config", ""),
+                profiles=meta.get("profiles", ""),
             )
         )
     await asyncio.gather(*(_probe(nc, i) for i in instances))

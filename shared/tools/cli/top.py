@@ -2,7 +2,8 @@
 
 Pure parts (metric aggregation, quantiles, node usage, rendering) are separate from
 the sampling loop; `--once` prints one frame without terminal control codes (tests,
-captures)."""
+captures), from one sample (pods/s needs two: `--once --interval S` measures it over
+S seconds)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nats.aio.client import Client as NATS
-from prometheus_client.parser import text_string_to_metric_families
 
-from shared.framework.types import PodResources, allocatable_of
 from shared.subjects import QUEUE_STATS
-from shared.tools.cli.describe import percent
 from shared.tools.cli.live import CliError, ClusterWatch, Instance, connect, discover, scrape
-from shared.tools.cli.tables import human_duration, parse_time, render_table
+from shared.tools.cli.output import emit, warn
+from shared.tools.cli.tables import human_duration, parse_time, percent, render_table
 
 SERVICES = ("watcher", "queue", "cache", "worker", "binder")
 ATTEMPTS = "scheduler_schedule_attempts_total"
@@ -41,7 +40,19 @@ QUEUE_LABELS = (
     ("binding", "binding"),
 )
 CLEAR = "\x1b[H\x1b[2J"
-STATUS_COLUMNS = ("SERVICE", "INSTANCE", "VERSION", "HOST", "PID", "READY", "AGE", "MESSAGE")
+STATUS_COLUMNS = (
+    "SERVICE",
+    "INSTANCE",
+    "VERSION",
+    "HOST",
+    "PID",
+    "READY",
+    "AGE",
+    "CONFIG",
+    "PROFILES",
+    "MESSAGE",
+)
+DEFAULT_INTERVAL_SECONDS = 2.0
 
 Labels = frozenset[tuple[str, str]]
 Metrics = dict[tuple[str, Labels], float]  # (sample name, labels) -> value
@@ -49,6 +60,8 @@ Metrics = dict[tuple[str, Labels], float]  # (sample name, labels) -> value
 
 def parse_metrics(texts: Iterable[str]) -> Metrics:
     """Samples summed over instances (the same counter on two workers adds up)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     total: Metrics = defaultdict(float)
     for text in texts:
         for family in text_string_to_metric_families(text):
@@ -98,6 +111,8 @@ class NodeUse:
 
 def node_usage(nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]]) -> list[NodeUse]:
     """Requests of the bound pods against each node's allocatable, busiest (cpu) first."""
+    from shared.framework.types import PodResources, allocatable_of
+
     used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
@@ -149,7 +164,7 @@ def services_line(instances: Sequence[Instance]) -> str:
 
 def render_frame(cur: Sample, prev: Sample | None, title: str, max_nodes: int) -> str:
     elapsed = cur.at - prev.at if prev is not None else 0.0
-    rate = (cur.bound - prev.bound) / elapsed if prev is not None and elapsed > 0 else 0.0
+    rate = f"{(cur.bound - prev.bound) / elapsed:.1f}" if prev is not None and elapsed > 0 else "-"
     workers = cur.metrics.get("worker", {})
     window = delta(workers, prev.metrics.get("worker", {})) if prev is not None else workers
     attempts = by_label(workers, ATTEMPTS, "result")
@@ -170,7 +185,7 @@ def render_frame(cur: Sample, prev: Sample | None, title: str, max_nodes: int) -
             else "no queue answers"
         ),
         f"PODS         {cur.pods} total   {cur.bound} bound   {cur.pods - cur.bound} not bound"
-        f"   {rate:.1f} pods/s bound",
+        f"   {rate} pods/s bound",
         "SCHEDULING   attempts "
         + ", ".join(f"{k} {int(v)}" for k, v in sorted(attempts.items()))
         + f"   p99 attempt {'-' if p99 is None else f'{p99 * 1000:.1f} ms'}"
@@ -222,17 +237,21 @@ async def take_sample(nc: NATS, watch: ClusterWatch) -> Sample:
 async def top(nc: NATS, args: argparse.Namespace) -> int:
     watch = ClusterWatch()
     await watch.start(nc.jetstream())
+    if args.once and args.interval is None:  # one sample: everything but pods/s
+        title = f"ksched top   {args.nats}   {dt.datetime.now():%H:%M:%S}"
+        emit(render_frame(await take_sample(nc, watch), None, title, args.nodes))
+        return 0
+    interval = DEFAULT_INTERVAL_SECONDS if args.interval is None else args.interval
     prev = await take_sample(nc, watch)
     while True:
-        await asyncio.sleep(args.interval)
+        await asyncio.sleep(interval)
         cur = await take_sample(nc, watch)
-        stamp = dt.datetime.now().strftime("%H:%M:%S")
-        title = f"ksched top   {args.nats}   {stamp}   every {args.interval:g}s"
+        title = f"ksched top   {args.nats}   {dt.datetime.now():%H:%M:%S}   every {interval:g}s"
         frame = render_frame(
             cur, prev, title + ("" if args.once else "   (Ctrl-C quits)"), args.nodes
         )
         if args.once:
-            print(frame)
+            emit(frame)
             return 0
         sys.stdout.write(CLEAR + frame + "\n")
         sys.stdout.flush()
@@ -256,6 +275,8 @@ def render_status(instances: Sequence[Instance], now: dt.datetime) -> tuple[str,
                 i.pid,
                 "True" if i.ready else "False",
                 human_duration((now - started).total_seconds()) if started else "<unknown>",
+                i.config or "<unknown>",
+                i.profiles or "<unknown>",
                 i.reason,
             ]
         )
@@ -269,7 +290,7 @@ def render_status(instances: Sequence[Instance], now: dt.datetime) -> tuple[str,
 async def status(nc: NATS, args: argparse.Namespace) -> int:
     instances = await discover(nc, args.wait)
     text, healthy = render_status(instances, dt.datetime.now(dt.UTC))
-    print(text)
+    emit(text)
     return 0 if healthy else 1
 
 
@@ -286,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(main())
     except CliError as err:
-        print(f"error: {err}", file=sys.stderr)
+        warn(f"error: {err}")
         return 1
     except KeyboardInterrupt:
         return 130
