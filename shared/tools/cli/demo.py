@@ -91,7 +91,7 @@ async def _drive(stack: LocalStack, args: argparse.Namespace) -> int:
         js = nc.jetstream()
         await publish_all(js, nodes)
         if not pods:
-            _say(f"published {len(nodes)} nodes and no pods")
+            _say(f"published {len(nodes)} nodes, no pods" if nodes else "an empty cluster")
             return 0
         _say(f"published {len(nodes)} nodes in 3 zones; publishing {len(pods)} pods ...")
         started = time.monotonic()

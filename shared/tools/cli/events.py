@@ -47,8 +47,10 @@ def series(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         seen["count"] += int(event.get("count") or 1)
         seen["lastTimestamp"] = max(_when(seen, "lastTimestamp"), _when(event, "lastTimestamp"))
+        seen["eventTime"] = max(_when(seen, "eventTime"), _when(event, "eventTime"))
         seen["firstTimestamp"] = min(_when(seen, "firstTimestamp"), _when(event, "firstTimestamp"))
-    return sorted(folded.values(), key=lambda e: _when(e, "lastTimestamp"))
+    # lastTimestamp has whole seconds; eventTime (microseconds) orders within one
+    return sorted(folded.values(), key=lambda e: (_when(e, "lastTimestamp"), _when(e, "eventTime")))
 
 
 def about(events: Sequence[dict[str, Any]], pod: dict[str, Any]) -> list[dict[str, Any]]:
