@@ -35,6 +35,15 @@ def emit(text: str, end: str = "\n") -> None:
         _silence_stdout()
 
 
+def stdout_gone() -> bool:
+    """Whether nobody reads stdout any more (silenced after a broken pipe): a command
+    that would print forever (`top`) stops."""
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
+    except (OSError, ValueError):  # no real file behind stdout (a test's capture)
+        return False
+
+
 def flush_stdout() -> None:
     try:
         sys.stdout.flush()

@@ -13,7 +13,6 @@ import datetime as dt
 import importlib
 import json
 import math
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
@@ -24,7 +23,7 @@ from nats.aio.client import Client as NATS
 
 from shared.subjects import QUEUE_STATS
 from shared.tools.cli.live import CliError, ClusterWatch, Instance, connect, discover, scrape
-from shared.tools.cli.output import emit, warn
+from shared.tools.cli.output import emit, flush_stdout, stdout_gone, warn
 from shared.tools.cli.tables import human_duration, parse_time, percent, render_table
 
 SERVICES = ("watcher", "queue", "cache", "worker", "binder")
@@ -266,8 +265,10 @@ async def top(nc: NATS, args: argparse.Namespace) -> int:
         if args.once:
             emit(frame)
             return 0
-        sys.stdout.write(CLEAR + frame + "\n")
-        sys.stdout.flush()
+        emit(CLEAR + frame)
+        flush_stdout()
+        if stdout_gone():
+            return 0
         prev = cur
 
 
