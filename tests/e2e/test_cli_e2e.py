@@ -375,6 +375,12 @@ async def test_broken_pipe_namespace_flag_and_configuration_in_status(
     header, *rows = (line.split() for line in out.splitlines())
     assert header[7:9] == ["CONFIG", "PROFILES"]
     assert {(r[7], r[8]) for r in rows} == {("defaults", "default-scheduler")}
+    for service in stack.services:  # and each logged it at start
+        lines = service.log_path.read_text().splitlines()
+        logged = [json.loads(line) for line in lines if line.startswith("{")]
+        assert {"config": "defaults", "profiles": "default-scheduler"}.items() <= next(
+            e for e in logged if e.get("logger") == "ksched.discovery"
+        ).items()
     code, out, err = await ksched(url, "top", "--once")
     assert code == 0 and "- pods/s bound" in out, err
 
