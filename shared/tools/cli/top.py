@@ -211,20 +211,18 @@ def render_frame(cur: Sample, prev: Sample | None, title: str, max_nodes: int) -
 
 
 async def take_sample(
-    nc: NATS, watch: ClusterWatch, loading: Awaitable[object] | None = None
+    nc: NATS, watch: ClusterWatch, starting: Awaitable[object] | None = None
 ) -> Sample:
-    """One sample; `loading`: imports still under way, waited for with discovery."""
-    instances, _ = await asyncio.gather(discover(nc), loading or asyncio.sleep(0))
-    texts = await asyncio.gather(*(scrape(nc, i) for i in instances))
+    """One sample; `starting`: what is still under way (the watch's replay, imports),
+    waited for while discovery listens."""
+    instances, _ = await asyncio.gather(discover(nc), starting or asyncio.sleep(0))
+    has_queue = any(i.service == "queue" for i in instances)
+    texts, queue = await asyncio.gather(
+        asyncio.gather(*(scrape(nc, i) for i in instances)), queue_counts(nc, has_queue)
+    )
     per_service: dict[str, list[str]] = defaultdict(list)
     for inst, text in zip(instances, texts, strict=True):
         per_service[inst.service].append(text)
-    queue: dict[str, int] = {}
-    if any(i.service == "queue" for i in instances):
-        try:
-            queue = json.loads((await nc.request(QUEUE_STATS, b"", timeout=2)).data)["counts"]
-        except Exception:
-            queue = {}
     pods = [e.obj for e in watch.pods.values()]
     return Sample(
         at=time.monotonic(),
@@ -242,13 +240,20 @@ async def take_sample(
 SAMPLE_MODULES = ("shared.framework.types", "prometheus_client.parser")
 
 
+async def queue_counts(nc: NATS, running: bool) -> dict[str, int]:
+    """The queue's sub-queue sizes ({} when it does not run or answer)."""
+    if not running:
+        return {}
+    try:
+        return dict(json.loads((await nc.request(QUEUE_STATS, b"", timeout=2)).data)["counts"])
+    except Exception:
+        return {}
+
+
 async def top(nc: NATS, args: argparse.Namespace) -> int:
-    loading = asyncio.create_task(
-        asyncio.to_thread(lambda: [importlib.import_module(m) for m in SAMPLE_MODULES])
-    )
+    loading = asyncio.to_thread(lambda: [importlib.import_module(m) for m in SAMPLE_MODULES])
     watch = ClusterWatch()
-    await watch.start(nc.jetstream())
-    first = await take_sample(nc, watch, loading)
+    first = await take_sample(nc, watch, asyncio.gather(loading, watch.start(nc.jetstream())))
     if args.once and args.interval is None:  # one sample: everything but pods/s
         title = f"ksched top   {args.nats}   {dt.datetime.now():%H:%M:%S}"
         emit(render_frame(first, None, title, args.nodes))
