@@ -22,11 +22,14 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+# re-exported: callers have always found the object keys here
+from shared.api.names import DEFAULT_NAMESPACE, object_key
+from shared.api.names import key_of as key_of
+from shared.api.names import namespace_and_name as namespace_and_name
 from shared.api.quantity import QuantityError, parse_nonnegative
 from shared.api.validation import int32, is_dns1123_label, is_dns1123_subdomain
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
-DEFAULT_NAMESPACE = "default"
 
 
 def _quantity(value: Any) -> Fraction:
@@ -59,22 +62,6 @@ def validate_label(name: str, what: str) -> str:
             "'-', starting and ending with an alphanumeric, at most 63 characters)"
         )
     return name
-
-
-def object_key(namespace: str, name: str) -> str:
-    """namespace/name: how ksched names a namespaced object everywhere (pods, groups)."""
-    return f"{namespace or DEFAULT_NAMESPACE}/{name}"
-
-
-def namespace_and_name(raw: dict[str, Any]) -> tuple[str, str]:
-    """A raw object's namespace (the default one when absent, as the API server
-    defaults it) and name."""
-    meta = raw.get("metadata") or {}
-    return meta.get("namespace") or DEFAULT_NAMESPACE, str(meta.get("name") or "")
-
-
-def key_of(raw: dict[str, Any]) -> str:
-    return object_key(*namespace_and_name(raw))
 
 
 class K8sModel(BaseModel):

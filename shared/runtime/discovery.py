@@ -4,25 +4,33 @@ status`, `ksched top` and `nats micro ls` find each running instance with one
 publishes only NATS).
 
 Per instance (subjects.instance_subject): `readyz` answers {"ready", "reason"} as
-/readyz does; `metrics` answers the Prometheus text of /metrics.
+/readyz does; `metrics` answers the Prometheus text of /metrics. The metadata says
+which configuration the instance loaded (`config`: the KSCHED_CONFIG file or
+"defaults"; `profiles`: its schedulerNames), which the service also logs at start.
+
+nats.micro, prometheus_client and the settings are imported by `register` only: the `ksched` CLI
+takes `version()` from here and must start fast.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
 from importlib import metadata
-from typing import Any
-
-from nats.aio.client import Client as NATS
-from nats.micro import add_service
-from nats.micro.request import Request
-from nats.micro.service import EndpointStats, Service
-from prometheus_client import CollectorRegistry, generate_latest
+from typing import TYPE_CHECKING, Any
 
 from shared.subjects import instance_subject, micro_name
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client as NATS
+    from nats.micro.request import Request
+    from nats.micro.service import EndpointStats, Service
+    from prometheus_client import CollectorRegistry
+
+log = logging.getLogger("ksched.discovery")
 
 DESCRIPTIONS = {
     "watcher": "ksched watcher: informers and event handlers",
@@ -54,6 +62,18 @@ async def register(
 ) -> Service:
     """Start the instance's micro service; `stats_data()` is what $SRV.STATS reports
     per endpoint (the queue sets its sub-queue sizes)."""
+    from nats.micro import add_service
+    from prometheus_client import generate_latest
+
+    from shared.runtime.settings import loaded_configuration
+
+    configuration = loaded_configuration(os.environ)
+    log.info(
+        "configuration %s, profiles %s",
+        configuration["config"],
+        configuration["profiles"],
+        extra=configuration,
+    )
 
     def on_stats(_: EndpointStats) -> Any:
         data = stats_data()
@@ -69,6 +89,7 @@ async def register(
             "host": socket.gethostname(),
             "pid": str(os.getpid()),
             "http_port": str(http_port),
+            **configuration,
         },
         stats_handler=on_stats,
     )

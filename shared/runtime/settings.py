@@ -110,7 +110,7 @@ class Settings(BaseModel):
             service=service,
             nats_urls=[u.strip() for u in urls.split(",") if u.strip()],
             redis_url=env.get("KSCHED_REDIS_URL", "redis://127.0.0.1:6379/0"),
-            config_path=env.get("KSCHED_CONFIG") or None,
+            config_path=config_path(env),
             http_host=env.get("KSCHED_HTTP_HOST", "0.0.0.0"),
             http_port=http_port,
             log_level=env.get("KSCHED_LOG_LEVEL", "info"),
@@ -119,3 +119,22 @@ class Settings(BaseModel):
             stall_seconds=DEFAULT_STALL_SECONDS if stall is None else stall,
             credentials=Credentials.from_env(env),
         )
+
+
+def config_path(env: Mapping[str, str]) -> str | None:
+    """The KubeSchedulerConfiguration file KSCHED_CONFIG names (None: the defaults)."""
+    return env.get("KSCHED_CONFIG") or None
+
+
+def loaded_configuration(env: Mapping[str, str]) -> dict[str, str]:
+    """Which configuration a service runs with, as its start log and its nats.micro
+    metadata (`ksched status`) say: the file or "defaults", and the profiles'
+    schedulerNames. The service has loaded it already (it refuses to start without)."""
+    from shared.config import ConfigError, load_config
+
+    path = config_path(env)
+    try:
+        profiles = ",".join(p.scheduler_name for p in load_config(path).profiles)
+    except ConfigError as err:  # changed on disk since the service loaded it
+        profiles = f"<unreadable now: {err}>"
+    return {"config": path or "defaults", "profiles": profiles}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from shared.tools.cli.live import discover, scrape
 from shared.tools.cli.top import parse_metrics
 from shared.tools.client import PodTracker
 from shared.tools.devstack import LocalStack, start_nats
-from shared.tools.synthetic import make_node
+from shared.tools.synthetic import make_node, make_pod
 
 pytestmark = pytest.mark.e2e
 
@@ -211,3 +213,206 @@ async def test_missing_stream_is_a_clear_error(tmp_path: Path) -> None:
         server.stop()
     assert code == 1 and "Traceback" not in err
     assert err.startswith("error: stream KSCHED_CLUSTER not found")
+
+
+# --- kubectl's habits: create, delete, selectors, events, output --------------------
+
+TEMPLATES = Path(__file__).parent.parent / "unit" / "data" / "scheduler_perf"
+
+
+def pod_doc(name: str, cpu: str = "100m", **extra: object) -> dict[str, object]:
+    """A pod manifest as a user writes it: no uid, no creationTimestamp."""
+    container = {"name": "app", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, **extra},
+        "spec": {"containers": [container]},
+    }
+
+
+def names_in(table: str) -> list[str]:
+    return [line.split()[0] for line in table.splitlines()[1:]]
+
+
+async def test_create_selectors_and_delete(stack: LocalStack, tracker: PodTracker) -> None:
+    url = stack.nats_url
+    pod_template, node_template = (
+        str(TEMPLATES / "pod-default.yaml"),
+        str(TEMPLATES / "node-default.yaml"),
+    )
+    # scheduler_perf's templates, unchanged: generateName, several -f in order
+    code, out, err = await ksched(
+        url, "create", "-f", node_template, "-f", pod_template, "-f", pod_template
+    )
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("node/scheduler-perf-") and lines[0].endswith(" created")
+    generated = [line.split()[0].removeprefix("pod/") for line in lines[1:]]
+    assert len(set(generated)) == 2 and all(g.startswith("pod-") for g in generated)
+    assert await tracker.wait_until(
+        lambda t: {f"default/{g}" for g in generated} <= set(t.bound()), timeout=30
+    )
+    # an object that exists is AlreadyExists; the others are still created; exit 1
+    named = yaml.safe_dump_all([pod_doc("web-1", labels={"app": "web"}), pod_doc("db-1")])
+    assert (await ksched(url, "create", "-f", "-", stdin=named))[0] == 0
+    again = yaml.safe_dump_all([pod_doc("web-1"), pod_doc("web-2", labels={"app": "web"})])
+    code, out, err = await ksched(url, "create", "-f", "-", stdin=again)
+    assert code == 1 and out.splitlines() == ["pod/web-2 created"]
+    assert err == (
+        'Error from server (AlreadyExists): error when creating "STDIN": '
+        'pods "web-1" already exists\n'
+    )
+    assert await tracker.wait_until(lambda t: "default/web-2" in t.bound(), timeout=30)
+
+    code, out, _ = await ksched(url, "get", "pods", "-l", "app=web", "--show-labels")
+    assert out.splitlines()[0].split()[-1] == "LABELS"
+    assert [line.split()[0::5] for line in out.splitlines()[1:]] == [
+        ["web-1", "app=web"],
+        ["web-2", "app=web"],
+    ]
+    code, out, _ = await ksched(url, "get", "-l", "app notin (web)", "pods", "-o", "name")
+    assert sorted(out.split()) == sorted(["pod/db-1"] + [f"pod/{g}" for g in generated])
+    code, out, _ = await ksched(url, "get", "pods", "--field-selector", "metadata.name=db-1")
+    assert names_in(out) == ["db-1"]
+    code, out, err = await ksched(url, "get", "pods", "--field-selector", "spec.host=x")
+    assert code == 1 and "field label not supported: spec.host" in err
+    code, out, _ = await ksched(
+        url, "get", "pods", "-o", "jsonpath={.items[*].metadata.name}", "-l", "app=web"
+    )
+    assert out == "web-1 web-2"
+
+    code, out, _ = await ksched(url, "delete", "pods", "-l", "app=web")
+    assert (code, out.splitlines()) == (0, ['pod "web-1" deleted', 'pod "web-2" deleted'])
+    code, out, err = await ksched(url, "delete", "-f", "-", stdin=named)
+    assert out.splitlines() == ['pod "db-1" deleted']
+    assert code == 1 and 'pods "web-1" not found' in err
+    code, out, _ = await ksched(url, "delete", "--all", "pods")
+    assert sorted(out.splitlines()) == sorted(f'pod "{g}" deleted' for g in generated)
+    assert await tracker.wait_until(lambda t: not t.bound(), timeout=15)
+    code, _, err = await ksched(url, "get", "pods")
+    assert (code, err.strip()) == (0, "No resources found in default namespace.")
+
+
+async def test_events_by_uid_age_and_a_missing_node(
+    stack: LocalStack, tracker: PodTracker, nc: NATS
+) -> None:
+    url = stack.nats_url
+    first = yaml.safe_dump_all([make_node("n1", cpu="2"), pod_doc("p")])
+    assert (await ksched(url, "apply", "-f", "-", stdin=first))[0] == 0
+    assert await tracker.wait_until(lambda t: "default/p" in t.bound(), timeout=30)
+    assert (await ksched(url, "delete", "pod", "p"))[0] == 0
+    assert await tracker.wait_until(lambda t: "default/p" in t.deleted(), timeout=15)
+    # a new pod of the same name that fits nowhere
+    code, _, err = await ksched(url, "apply", "-f", "-", stdin=json.dumps(pod_doc("p", cpu="3")))
+    assert code == 0, err
+    assert await tracker.wait_until(lambda t: "default/p" in t.unschedulable(), timeout=30)
+
+    code, out, _ = await ksched(url, "describe", "pod", "p")
+    assert "FailedScheduling" in out and "0/1 nodes are available" in out
+    assert "Successfully assigned" not in out  # the deleted pod's event is not this pod's
+    code, out, _ = await ksched(url, "get", "events")
+    assert out.splitlines()[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    reasons = [line.split()[2] for line in out.splitlines()[1:]]
+    assert reasons[0] == "Scheduled" and "FailedScheduling" in reasons, out
+    code, out, _ = await ksched(url, "get", "events", "-A")
+    assert out.splitlines()[1].split()[0] == "default"
+    code, _, err = await ksched(url, "get", "events", "-n", "nowhere")
+    assert err.strip() == "No resources found in nowhere namespace."
+
+    # published straight on NATS: no creationTimestamp, AGE from the stream
+    js = nc.jetstream()
+    bare = make_pod("bare", node="ghost")  # bound to a node that does not exist
+    await js.publish(
+        "ksched.cluster.pods.default.bare", json.dumps({"type": "ADDED", "object": bare}).encode()
+    )
+    code, out, _ = await ksched(url, "get", "pods", "bare")
+    row = out.splitlines()[1].split()
+    assert row[2] == "Pending" and row[4] != "<unknown>" and row[4].endswith("s"), out
+    code, out, _ = await ksched(url, "describe", "pod", "bare")
+    assert "ghost (not found: no such node in the cluster)" in out
+
+
+async def test_broken_pipe_namespace_flag_and_configuration_in_status(
+    stack: LocalStack, tracker: PodTracker, tmp_path: Path
+) -> None:
+    url = stack.nats_url
+    many = tmp_path / "many.yaml"
+    many.write_text(
+        yaml.safe_dump_all(
+            # more lines than a pipe's buffer holds: the writer meets the closed pipe
+            [make_node("n1", cpu="200", pods=1100)] + [pod_doc(f"p-{i:04d}") for i in range(1000)]
+        )
+    )
+    # the reader goes away after one line: no traceback, and every object is published
+    proc = await asyncio.create_subprocess_shell(
+        f"{sys.executable} -m shared.tools.cli.main apply -f {many} --nats {url} | head -1",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert out.decode() == "node/n1 created\n" and err.decode() == ""
+    assert await tracker.wait_until(lambda t: len(t.bound()) == 1000, timeout=90)
+
+    other = pod_doc("elsewhere", namespace="a")
+    code, out, err = await ksched(
+        url, "apply", "-n", "team", "-f", "-", stdin=json.dumps(pod_doc("x"))
+    )
+    assert (code, out.strip()) == (0, "pod/x created")
+    code, out, _ = await ksched(
+        url, "get", "pods", "-n", "team", "x", "-o", "jsonpath={.metadata.namespace}"
+    )
+    assert out == "team"
+    code, out, err = await ksched(url, "apply", "-f", "-", "-n", "b", stdin=json.dumps(other))
+    assert (code, out) == (1, "")
+    assert err == (
+        'error: the namespace from the provided object "a" does not match the namespace "b". '
+        "You must pass '--namespace=a' to perform this operation.\n"
+    )
+
+    code, out, err = await ksched(url, "status")
+    assert code == 0, err
+    header, *rows = (line.split() for line in out.splitlines())
+    assert header[7:9] == ["CONFIG", "PROFILES"]
+    assert {(r[7], r[8]) for r in rows} == {("defaults", "default-scheduler")}
+    for service in stack.services:  # and each logged it at start
+        lines = service.log_path.read_text().splitlines()
+        logged = [json.loads(line) for line in lines if line.startswith("{")]
+        assert {"config": "defaults", "profiles": "default-scheduler"}.items() <= next(
+            e for e in logged if e.get("logger") == "ksched.discovery"
+        ).items()
+    code, out, err = await ksched(url, "top", "--once")
+    assert code == 0 and "- pods/s bound" in out, err
+
+
+def test_demo_refuses_a_bad_configuration_before_starting_anything(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    workdir = tmp_path / "run"
+    for text, reason in (
+        ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: Nope\n", "kind must be"),
+        (
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            "profiles:\n- plugins:\n    filter:\n      enabled: [{name: NoSuchPlugin}]\n",
+            "unknown plugin 'NoSuchPlugin'",
+        ),
+    ):
+        config.write_text(text)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "shared.tools.cli.main",
+                "demo",
+                "--exit",
+                "--workdir",
+                str(workdir),
+            ],
+            env={**os.environ, "KSCHED_CONFIG": str(config)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 1 and done.stdout == ""
+        assert done.stderr.startswith(f"error: KSCHED_CONFIG={config}: ") and reason in done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert not workdir.exists()  # no server, no service started

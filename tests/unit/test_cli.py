@@ -84,5 +84,7 @@ def test_simulate_bad_manifest_names_the_problem(
         "--pod",
         write(tmp_path / "p.yaml", bad),
     ]
-    assert main(args) == 2
-    assert "spec.containers[0].resources.requests.cpu" in capsys.readouterr().out
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "spec.containers[0].resources.requests.cpu" in err

@@ -208,4 +208,4 @@ def test_unreachable_nats_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[s
     assert err.startswith(f"error: cannot reach NATS at {url}") and "Traceback" not in err
     assert main(["status", "--nats", url]) == 1
     assert main(["apply", "-f", "/nonexistent/file.yaml", "--nats", url]) == 1
-    assert "error: /nonexistent/file.yaml: cannot read" in capsys.readouterr().err
+    assert 'error: the path "/nonexistent/file.yaml" does not exist' in capsys.readouterr().err

@@ -146,7 +146,7 @@ def test_bad_manifests_name_file_document_and_field() -> None:
         match=r'^w.yaml: document 0: Deployment.apps "web" is invalid: spec.replicas: Invalid',
     ):
         plan([workload("Deployment", replicas=-1, template=template())], Current(), "")
-    with pytest.raises(ManifestError, match=r"^f: not valid YAML or JSON"):
+    with pytest.raises(ManifestError, match=r"^error parsing f: error converting YAML to JSON"):
         parse_manifests("a: [", "f")
 
 

@@ -6,14 +6,15 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
+from shared.tools.cli.output import warn
 from shared.tools.conformance import run_dir
 
 
 def run_conformance(args: argparse.Namespace) -> int:
     root = Path(args.dir)
     if not root.is_dir():
-        print(f"ksched conformance: {root} is not a directory")
-        return 2
+        warn(f"error: {root} is not a directory")
+        return 1
     results = run_dir(root)
     per_plugin: dict[str, Counter[str]] = {}
     for r in results:

@@ -1,10 +1,16 @@
-"""`ksched demo` (make run): local servers, every service, a demo cluster, a live view."""
+"""`ksched demo` (make run): local servers, every service, a demo cluster, a live view.
+
+`ksched demo --nodes 0 --pods 0` is an empty stack to start from (the tutorial's).
+The configuration (KSCHED_CONFIG) is checked as the services check it before any
+process starts: a bad one is one line here, not a reason buried in a service log.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import os
 import shutil
 import signal
 import sys
@@ -14,6 +20,8 @@ from pathlib import Path
 
 import nats
 
+from shared.config import ConfigError
+from shared.tools.cli.output import warn
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LocalStack, find_redis_server
 from shared.tools.synthetic import demo_cluster
@@ -21,7 +29,27 @@ from shared.tools.synthetic import demo_cluster
 SETTLE_SECONDS = 2.0
 
 
+def check_configuration() -> str | None:
+    """Why the services would refuse KSCHED_CONFIG (None: they would start): the file,
+    its schema, and each profile's plugins, as a service builds them."""
+    from shared.config import load_config
+    from shared.framework.profile_map import ProfileMap
+    from shared.plugins import REGISTRY
+    from shared.runtime.settings import config_path
+
+    path = config_path(os.environ)
+    try:
+        ProfileMap(load_config(path), REGISTRY)
+    except ConfigError as err:
+        return f"KSCHED_CONFIG={path}: " + " ".join(str(err).split())
+    return None
+
+
 def run_demo(args: argparse.Namespace) -> int:
+    problem = check_configuration()
+    if problem is not None:
+        warn(f"error: {problem}")
+        return 1
     signal.signal(signal.SIGTERM, _interrupt)
     workdir = Path(args.workdir).resolve()
     shutil.rmtree(workdir, ignore_errors=True)
@@ -40,7 +68,11 @@ def run_demo(args: argparse.Namespace) -> int:
         stack.wait_ready()
         code = asyncio.run(_drive(stack, args))
         if code == 0 and not args.exit:
-            _say(f"\nksched keeps running: publish to {stack.nats_url} (see README). Ctrl-C stops.")
+            _say(
+                f"\nksched keeps running on {stack.nats_url}; in another terminal:\n"
+                f"  export KSCHED_NATS_URL={stack.nats_url}\n"
+                "  ksched status\nCtrl-C stops it."
+            )
             _wait_for_interrupt()
         return code
     except KeyboardInterrupt:
@@ -58,6 +90,9 @@ async def _drive(stack: LocalStack, args: argparse.Namespace) -> int:
         nodes, pods = demo_cluster(args.nodes, args.pods)
         js = nc.jetstream()
         await publish_all(js, nodes)
+        if not pods:
+            _say(f"published {len(nodes)} nodes, no pods" if nodes else "an empty cluster")
+            return 0
         _say(f"published {len(nodes)} nodes in 3 zones; publishing {len(pods)} pods ...")
         started = time.monotonic()
         await publish_all(js, pods)

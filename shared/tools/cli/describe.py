@@ -11,7 +11,8 @@ from shared.api.podstatus import scheduler_name
 from shared.api.resources import pod_limits as spec_limits
 from shared.api.resources import pod_requests
 from shared.framework.types import allocatable_of
-from shared.tools.cli.tables import NONE, age, node_roles, pod_status, render_table
+from shared.tools.cli.events import interval
+from shared.tools.cli.tables import NONE, age, node_roles, percent, pod_status, render_table
 
 BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 SHOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage")
@@ -26,10 +27,6 @@ def amount(name: str, value: int) -> str:
             if value and value % size == 0:
                 return f"{value // size}{suffix}"
     return str(value)
-
-
-def percent(used: int, total: int) -> str:
-    return f"{used * 100 // total}%" if total else "0%"
 
 
 def pod_limits(pod: dict[str, Any]) -> dict[str, int]:
@@ -79,19 +76,25 @@ def describe_pod(
     events: Sequence[dict[str, Any]],
     now: dt.datetime,
     explanation: dict[str, Any] | None = None,
+    node_missing: bool = False,
 ) -> str:
+    """kubectl describe pod; `events` are the pod's own (events.about), repeats
+    folded (events.series); `node_missing`: spec.nodeName names no known node."""
     meta, spec, status = (pod.get(k) or {} for k in ("metadata", "spec", "status"))
     owners = meta.get("ownerReferences") or []
+    node = spec.get("nodeName") or NONE
+    if node_missing:
+        node += " (not found: no such node in the cluster)"
     lines = field_lines(
         [
             ("Name", meta.get("name", "")),
             ("Namespace", meta.get("namespace") or "default"),
             ("Priority", str(spec.get("priority", 0))),
             ("Scheduler", scheduler_name(pod)),
-            ("Node", spec.get("nodeName") or NONE),
+            ("Node", node),
             ("Labels", labels_list(meta.get("labels"))),
             ("Annotations", labels_list(meta.get("annotations"))),
-            ("Status", pod_status(pod)),
+            ("Status", pod_status(pod, () if node_missing else None)),
             ("Nominated Node", status.get("nominatedNodeName") or NONE),
             (
                 "Controlled By",
@@ -167,7 +170,7 @@ def event_lines(events: Sequence[dict[str, Any]], now: dt.datetime) -> list[str]
         [
             e.get("type", ""),
             e.get("reason", ""),
-            age(e.get("lastTimestamp") or e.get("eventTime"), now),
+            interval(e, now),
             (e.get("source") or {}).get("component") or e.get("reportingComponent", ""),
             e.get("message", ""),
         ]

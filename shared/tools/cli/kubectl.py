@@ -1,69 +1,51 @@
-"""`ksched apply|delete|get|describe`: kubectl's verbs against ksched's cluster stream.
+"""`ksched apply|create|delete|get|describe`: kubectl's verbs against ksched's cluster
+stream. The shell around pure parts (apply.plan, create.plan_create,
+deletes.plan_delete, query, describe; `get` is get.py); everything goes over NATS.
 
-The shell around pure parts: apply.plan, tables, describe; everything goes over NATS.
+Each verb imports what it needs when it runs (apply's planner brings the pydantic
+models, `describe` of a pending pod the whole framework): the CLI starts fast.
+Files are read before NATS is asked, so a bad file publishes nothing. Publishing
+goes on to the end whatever happens to stdout (output.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
-import sys
-from collections.abc import Awaitable, Callable
-from typing import Any
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import APIError
 
-from shared.plugins import REGISTRY
-from shared.runtime.connections import ensure_streams
 from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ
-from shared.tools.cli.apply import Action, Current, plan, pod_lines
-from shared.tools.cli.describe import describe_node, describe_pod
-from shared.tools.cli.live import CliError, ClusterWatch, Entry, connect, read_cluster, read_events
-from shared.tools.cli.manifests import Manifest, ManifestError, read_manifests
-from shared.tools.cli.tables import (
-    as_list,
-    column_widths,
-    dump,
-    node_columns,
-    node_row,
-    pod_columns,
-    pod_row,
-    render_rows,
-    render_table,
+from shared.tools.cli.get import get, namespace_of, now_utc, query_of, stamp
+from shared.tools.cli.live import (
+    CliError,
+    ClusterWatch,
+    Entry,
+    ServerError,
+    connect,
+    read_cluster,
+    read_events,
 )
+from shared.tools.cli.manifests import ManifestError, read_all
+from shared.tools.cli.output import Out, emit, warn
+from shared.tools.cli.query import QueryError, resource_args
 from shared.wire import dump_json
 
-RESOURCES = {
-    "pods": "pod",
-    "pod": "pod",
-    "po": "pod",
-    "nodes": "node",
-    "node": "node",
-    "no": "node",
-}
+if TYPE_CHECKING:
+    from shared.tools.cli.apply import Action, Current
+    from shared.tools.cli.manifests import Manifest
+
+Body = Callable[[NATS], Awaitable[int]]
+# acks in flight at once: one at a time would be ~2k objects/s
+PUBLISH_WINDOW = 512
 
 
-def now_utc() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def stamp(when: dt.datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def resource(name: str) -> str:
-    kind = RESOURCES.get(name.lower())
-    if kind is None:
-        raise CliError(
-            f'the server doesn\'t have a resource type "{name}" (ksched knows pods and nodes)'
-        )
-    return kind
-
-
-async def with_nats(url: str, body: Callable[[NATS], Awaitable[int]]) -> int:
+async def with_nats(url: str, body: Body) -> int:
     nc = await connect(url)
     try:
         return await body(nc)
@@ -71,25 +53,48 @@ async def with_nats(url: str, body: Callable[[NATS], Awaitable[int]]) -> int:
         await nc.close()
 
 
-# --- apply / delete ---------------------------------------------------------------
+# --- publishing ---------------------------------------------------------------------
 
 
-async def publish(js: JetStreamContext, action: Action) -> None:
+async def publish(js: JetStreamContext, action: Action) -> str | None:
+    """Publish one watch event, on the subject's expected sequence; the error line
+    when the object changed meanwhile (nothing written)."""
     if not action.etype:
-        return
+        return None
     headers = {EXPECTED_LAST_SUBJECT_SEQ: str(action.expected_seq)} if action.expected_seq else None
     data = dump_json({"type": action.etype, "object": action.obj})
     try:
         await js.publish(action.subject, data, headers=headers)
     except APIError as err:
         name = action.obj["metadata"]["name"]
-        raise CliError(
-            f"{action.kind.lower()}/{name}: changed meanwhile, nothing written "
-            f"({err.description}); apply again"
-        ) from None
+        return (
+            f"error: {action.kind.lower()}/{name}: changed meanwhile, nothing written "
+            f"({err.description}); try again"
+        )
+    return None
+
+
+async def publish_in_order(
+    js: JetStreamContext, items: Sequence[tuple[list[str], Sequence[Action]]], out: Out
+) -> int:
+    """Each item's actions published (many acks in flight), then its lines printed,
+    in order; 1 if any write was refused."""
+    code = 0
+    for start in range(0, len(items), PUBLISH_WINDOW):
+        window = items[start : start + PUBLISH_WINDOW]
+        results = await asyncio.gather(*(publish(js, a) for _, acts in window for a in acts))
+        refused = iter(results)
+        for lines, actions in window:
+            errors = [e for e in (next(refused) for _ in actions) if e]
+            for line in errors or lines:
+                (warn if errors else out)(line)
+            code |= bool(errors)
+    return code
 
 
 def current_of(watch: ClusterWatch) -> Current:
+    from shared.tools.cli.apply import Current
+
     def pairs(table: dict[str, Entry]) -> dict[str, tuple[dict[str, Any], int]]:
         return {k: (e.obj, e.seq) for k, e in table.items()}
 
@@ -105,168 +110,149 @@ def current_of(watch: ClusterWatch) -> Current:
     )
 
 
-async def apply(nc: NATS, manifests: list[Manifest], out: Callable[[str], None]) -> int:
+# --- apply / create -----------------------------------------------------------------
+
+
+def read_files(args: argparse.Namespace) -> list[Manifest]:
+    from shared.tools.cli.namespaces import in_namespace
+
+    manifests = in_namespace(read_all(args.filename), args.namespace)
+    if not manifests:
+        raise ManifestError(f"no objects passed to {args.command}")
+    return manifests
+
+
+async def apply(nc: NATS, manifests: list[Manifest], out: Out) -> int:
+    from shared.runtime.connections import ensure_streams
+    from shared.tools.cli.apply import plan, pod_lines
+
     js = nc.jetstream()
     await ensure_streams(js)
     watch = await read_cluster(js)
     applied = plan(manifests, current_of(watch), stamp(now_utc()))
     for item in applied:
         if item.warning:  # a kind ksched does not schedule by: skipped, said on stderr
-            print(item.line, file=sys.stderr)
-            continue
-        # many acks in flight: one at a time would be ~2k objects/s
-        await asyncio.gather(*(publish(js, a) for a in item.actions))
-        out(item.line)
-        for line in pod_lines(item):
-            out(line)
-    return 0
+            warn(item.line)
+    items = [([a.line, *pod_lines(a)], a.actions) for a in applied if not a.warning]
+    return await publish_in_order(js, items, out)
 
 
-async def delete(
-    nc: NATS, kind: str, names: list[str], namespace: str, out: Callable[[str], None]
-) -> int:
+async def create(nc: NATS, manifests: list[Manifest], out: Out) -> int:
+    from shared.runtime.connections import ensure_streams
+    from shared.tools.cli.apply import pod_lines
+    from shared.tools.cli.create import plan_create
+
     js = nc.jetstream()
+    await ensure_streams(js)
     watch = await read_cluster(js)
-    table = watch.pods if kind == "pod" else watch.nodes
-    code = 0
-    for name in names:
-        entry = table.get(f"{namespace}/{name}" if kind == "pod" else name)
-        if entry is None:
-            print(f'Error from server (NotFound): {kind}s "{name}" not found', file=sys.stderr)
-            code = 1
-            continue
-        await publish(js, Action(kind.capitalize(), entry.obj, "DELETED", entry.seq, "deleted"))
-        out(f'{kind} "{name}" deleted')
+    outcomes = plan_create(manifests, current_of(watch), stamp(now_utc()), random.Random())
+    items = [
+        ([o.created.line, *pod_lines(o.created)], o.created.actions) for o in outcomes if o.created
+    ]
+    code = await publish_in_order(js, items, out)
+    for refused in (o.error for o in outcomes if o.error):
+        warn(refused)
+        code = 1
     return code
 
 
-# --- get --------------------------------------------------------------------------
+# --- delete -------------------------------------------------------------------------
 
 
-def selected(
-    watch: ClusterWatch, kind: str, names: list[str], namespace: str | None
-) -> list[dict[str, Any]]:
-    """The objects `get` shows, in kubectl's order (namespace, then name)."""
-    table = watch.pods if kind == "pod" else watch.nodes
-    objs = [e.obj for k, e in sorted(table.items())]
-    if kind == "pod" and namespace is not None:
-        objs = [o for o in objs if (o["metadata"].get("namespace") or "default") == namespace]
-    if names:
-        objs = [o for o in objs if o["metadata"]["name"] in names]
-    return objs
+async def delete(nc: NATS, args: argparse.Namespace, manifests: list[Manifest], out: Out) -> int:
+    from shared.tools.cli.deletes import Deletion, deleted, plan_delete
 
-
-def rows(kind: str, objs: list[dict[str, Any]], wide: bool, all_ns: bool) -> list[list[str]]:
-    now = now_utc()
-    if kind == "node":
-        return [node_row(o, now, wide) for o in objs]
-    return [
-        ([o["metadata"].get("namespace") or "default"] if all_ns else []) + pod_row(o, now, wide)
-        for o in objs
-    ]
-
-
-def headers(kind: str, wide: bool, all_ns: bool) -> list[str]:
-    return node_columns(wide) if kind == "node" else pod_columns(wide, all_ns)
-
-
-def render(kind: str, objs: list[dict[str, Any]], output: str, all_ns: bool) -> str:
-    if output in ("json", "yaml"):
-        return dump(objs[0] if len(objs) == 1 else as_list(objs), output)
-    if output == "name":
-        return "\n".join(f"{kind}/{o['metadata']['name']}" for o in objs)
-    return render_table(
-        headers(kind, output == "wide", all_ns), rows(kind, objs, output == "wide", all_ns)
-    )
-
-
-async def get(nc: NATS, args: argparse.Namespace, out: Callable[[str], None]) -> int:
-    kind = resource(args.resource)
-    namespace = None if args.all_namespaces else args.namespace
     js = nc.jetstream()
-    changes: asyncio.Queue[tuple[str, str, dict[str, Any], bool]] = asyncio.Queue()
-    watch = ClusterWatch(on_change=lambda *c: changes.put_nowait(c) if args.watch else None)
-    await watch.start(js)
-    objs = selected(watch, kind, args.names, namespace)
-    missing = [n for n in args.names if n not in {o["metadata"]["name"] for o in objs}]
-    for name in missing:
-        print(f'Error from server (NotFound): {kind}s "{name}" not found', file=sys.stderr)
-    if objs:
-        out(render(kind, objs, args.output, args.all_namespaces))
-    elif not args.names and not args.watch:
-        where = "" if kind == "node" or namespace is None else f" in {namespace} namespace"
-        print(f"No resources found{where}.", file=sys.stderr)
-    if args.watch:
-        await follow(kind, args, namespace, objs, changes, out)
-    return 1 if missing else 0
+    watch = await read_cluster(js)
+    if manifests:
+        deletions = plan_delete(manifests, current_of(watch))
+    else:
+        kind, names = resource_args(args.args)
+        query = query_of(args, kind, names)
+        table = watch.pods if kind == "pod" else watch.nodes
+        found = query.select(table, lambda e: e.obj)
+        deletions = [
+            deleted(
+                kind.capitalize(), e.obj["metadata"]["name"], [(kind.capitalize(), e.obj, e.seq)]
+            )
+            for e in found
+        ] + [
+            Deletion(error=f'Error from server (NotFound): {kind}s "{n}" not found')
+            for n in query.missing([e.obj for e in found])
+        ]
+        if not deletions:
+            warn("No resources found")
+    for note in (d.warning for d in deletions if d.warning):
+        warn(note)
+    items: list[tuple[list[str], Sequence[Action]]] = [
+        ([d.line], d.actions) for d in deletions if d.line
+    ]
+    code = await publish_in_order(js, items, out)
+    for error in (d.error for d in deletions if d.error):
+        warn(error)
+        code = 1
+    return code
 
 
-async def follow(
-    kind: str,
-    args: argparse.Namespace,
-    namespace: str | None,
-    shown: list[dict[str, Any]],
-    changes: asyncio.Queue[tuple[str, str, dict[str, Any], bool]],
-    out: Callable[[str], None],
-) -> None:
-    """`get -w`: one more row per change, aligned to the first table (kubectl's)."""
-    wide, all_ns = args.output == "wide", args.all_namespaces
-    heads = headers(kind, wide, all_ns)
-    widths = column_widths(heads, rows(kind, shown, wide, all_ns))
-    if not shown and args.output in ("", "wide"):
-        out(render_rows([heads], widths))
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + args.request_timeout if args.request_timeout else None
-    while deadline is None or loop.time() < deadline:
-        timeout = None if deadline is None else max(deadline - loop.time(), 0.0)
-        try:
-            what, _, obj, deleted = await asyncio.wait_for(changes.get(), timeout)
-        except TimeoutError:
-            return
-        if what != kind:
-            continue
-        if deleted:  # its last row says it is going, as kubectl's does
-            obj = {**obj, "metadata": {**obj["metadata"], "deletionTimestamp": stamp(now_utc())}}
-        if (
-            namespace is not None
-            and kind == "pod"
-            and (obj["metadata"].get("namespace") or "default") != namespace
-        ):
-            continue
-        if args.names and obj["metadata"]["name"] not in args.names:
-            continue
-        if args.output in ("json", "yaml", "name"):
-            out(render(kind, [obj], args.output, all_ns))
-        else:
-            out(render_rows(rows(kind, [obj], wide, all_ns), widths))
+def check_delete_args(args: argparse.Namespace) -> None:
+    """kubectl's rules: files, or a type with names, --all or a selector."""
+    selecting = bool(args.all or args.selector or args.field_selector)
+    if args.filename:
+        if args.args:
+            raise CliError(
+                "when paths, URLs, or stdin is provided as input, you may not specify "
+                "resource arguments as well"
+            )
+        return
+    if not args.args:
+        raise CliError("You must provide one or more resources by argument or filename.")
+    kind, names = resource_args(args.args)
+    if kind == "event":
+        raise CliError("ksched's events age out of their stream; they cannot be deleted")
+    if names and selecting:
+        raise CliError("name cannot be provided when a selector is specified")
+    if not names and not selecting:
+        raise CliError("resource(s) were provided, but no name was specified")
 
 
-# --- describe ---------------------------------------------------------------------
+# --- describe -----------------------------------------------------------------------
 
 
-async def describe(nc: NATS, args: argparse.Namespace, out: Callable[[str], None]) -> int:
-    kind = resource(args.resource)
+async def describe(nc: NATS, args: argparse.Namespace, out: Out) -> int:
+    from shared.subjects import event_subject
+    from shared.tools.cli.describe import describe_node, describe_pod
+    from shared.tools.cli.events import about, series
+
+    kind, names = resource_args(args.args)
+    if kind == "event" or len(names) != 1:
+        raise CliError("ksched describes one pod or node: ksched describe pod|node NAME")
+    name, namespace = names[0], namespace_of(args) or "default"
     js = nc.jetstream()
     watch = await read_cluster(js)
     if kind == "node":
-        entry = watch.nodes.get(args.name)
+        entry = watch.nodes.get(name)
         if entry is None:
-            raise CliError(f'Error from server (NotFound): nodes "{args.name}" not found')
+            raise ServerError(f'Error from server (NotFound): nodes "{name}" not found')
         pods = [
-            e.obj
-            for e in watch.pods.values()
-            if (e.obj.get("spec") or {}).get("nodeName") == args.name
+            e.obj for e in watch.pods.values() if (e.obj.get("spec") or {}).get("nodeName") == name
         ]
         out(describe_node(entry.obj, pods, now_utc()))
         return 0
-    entry = watch.pods.get(f"{args.namespace}/{args.name}")
+    entry = watch.pods.get(f"{namespace}/{name}")
     if entry is None:
-        raise CliError(f'Error from server (NotFound): pods "{args.name}" not found')
-    events = await read_events(js, args.namespace, args.name)
-    report = None
-    if not (entry.obj.get("spec") or {}).get("nodeName"):
-        report = explain_live(entry.obj, watch, args.config)
-    out(describe_pod(entry.obj, events, now_utc(), report))
+        raise ServerError(f'Error from server (NotFound): pods "{name}" not found')
+    events = series(about(await read_events(js, event_subject(namespace, name)), entry.obj))
+    node = (entry.obj.get("spec") or {}).get("nodeName")
+    report = None if node else explain_live(entry.obj, watch, args.config)
+    out(
+        describe_pod(
+            entry.obj,
+            events,
+            now_utc(),
+            report,
+            node_missing=bool(node) and node not in watch.nodes,
+        )
+    )
     return 0
 
 
@@ -278,6 +264,7 @@ def explain_live(
     from shared.config import load_config
     from shared.framework.runtime import Framework
     from shared.framework.types import PodInfo
+    from shared.plugins import REGISTRY
     from shared.tools.cli.simulate import build_cluster, explain
 
     config = load_config(config_path)
@@ -293,23 +280,31 @@ def explain_live(
     return explain(Framework.from_profile(profile, REGISTRY), info, build_cluster(objects), seed=0)
 
 
+# --- entry point --------------------------------------------------------------------
+
+
+def body_of(args: argparse.Namespace) -> Body:
+    """The verb's work against NATS; files are read (and refused) here, before."""
+    out = emit
+    if args.command in ("apply", "create"):
+        manifests = read_files(args)
+        verb = apply if args.command == "apply" else create
+        return lambda nc: verb(nc, manifests, out)
+    if args.command == "delete":
+        check_delete_args(args)
+        files = read_files(args) if args.filename else []
+        return lambda nc: delete(nc, args, files, out)
+    if args.command == "get":
+        return lambda nc: get(nc, args, out)
+    return lambda nc: describe(nc, args, out)
+
+
 def run(args: argparse.Namespace) -> int:
     """Entry point of the kubectl-like verbs: user errors are one line, exit 1."""
-    out = print
     try:
-        if args.command == "apply":
-            manifests = read_manifests(args.filename)  # bad files fail before NATS is asked
-            return asyncio.run(with_nats(args.nats, lambda nc: apply(nc, manifests, out)))
-        if args.command == "delete":
-            kind = resource(args.resource)
-            return asyncio.run(
-                with_nats(args.nats, lambda nc: delete(nc, kind, args.names, args.namespace, out))
-            )
-        if args.command == "get":
-            return asyncio.run(with_nats(args.nats, lambda nc: get(nc, args, out)))
-        return asyncio.run(with_nats(args.nats, lambda nc: describe(nc, args, out)))
-    except (CliError, ManifestError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+        return asyncio.run(with_nats(args.nats, body_of(args)))
+    except ServerError as err:
+        warn(str(err))
+    except (CliError, ManifestError, QueryError) as err:
+        warn(f"error: {err}")
+    return 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
 from asyncio import FIRST_COMPLETED
 from collections.abc import Callable
@@ -19,11 +20,10 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from shared.api.models import object_key
+from shared.api.names import object_key
 from shared.subjects import (
     CLUSTER_PREFIX,
     CLUSTER_STREAM,
-    EVENTS_STREAM,
     MICRO_PREFIX,
     NODES_PREFIX,
     PDBS_PREFIX,
@@ -33,16 +33,24 @@ from shared.subjects import (
     REPLICATIONCONTROLLERS_PREFIX,
     SERVICES_PREFIX,
     STATEFULSETS_PREFIX,
-    event_subject,
 )
 
 REPLAY_TIMEOUT_SECONDS = 30.0
 CONNECT_TIMEOUT_SECONDS = 3.0
+# Discovery has no count of instances to wait for: answers are collected until none
+# came for DISCOVERY_QUIET_SECONDS (a local instance answers within a few ms), at
+# most DISCOVERY_WAIT_SECONDS; `ksched status --wait S` listens S seconds instead.
 DISCOVERY_WAIT_SECONDS = 0.5
+DISCOVERY_QUIET_SECONDS = 0.1
 
 
 class CliError(Exception):
-    """A user-facing failure: printed as one line, no traceback."""
+    """A user-facing failure: printed as one line, `error: ...`, no traceback."""
+
+
+class ServerError(CliError):
+    """An error kubectl shows as the API server's (`Error from server (NotFound): ...`):
+    printed as it is, without the `error: ` prefix."""
 
 
 async def connect(url: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> NATS:
@@ -97,6 +105,7 @@ async def require_stream(js: JetStreamContext, stream: str = CLUSTER_STREAM) -> 
 class Entry:
     obj: dict[str, Any]
     seq: int
+    at: dt.datetime | None = None  # when the stream stored this version
 
 
 CLUSTER_SCOPED = ("node", "priorityclass")  # named without a namespace
@@ -138,47 +147,49 @@ class ClusterWatch:
         synced = self.synced.is_set()
         if msg.metadata.num_pending == 0:
             self.synced.set()
-        kind, table = self._table(msg.subject)
+        kind, table, rest = self._table(msg.subject)
         if table is None:
             return
         try:
             event = json.loads(msg.data)
             obj = event["object"]
-            meta = obj["metadata"]
-            key = (
-                meta["name"]
-                if kind in CLUSTER_SCOPED
-                else object_key(meta.get("namespace") or "", meta["name"])
-            )
-        except (ValueError, KeyError, TypeError):
-            return  # the watcher reports bad events on ksched.errors
+            meta = obj.get("metadata") or {}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return  # the watcher reports bad events on ksched.errors (and undoes them)
+        # The subject names the object, as the API server's URL does (an object naming
+        # another is refused): its key, and the names the object leaves out.
+        if kind in CLUSTER_SCOPED:
+            key, names = rest, {"name": rest}
+        else:
+            namespace, _, name = rest.partition(".")
+            key, names = object_key(namespace, name), {"namespace": namespace, "name": name}
+        if not isinstance(meta, dict) or not isinstance(obj, dict):
+            return
+        obj = {**obj, "metadata": {**meta, **{k: v for k, v in names.items() if not meta.get(k)}}}
         deleted = event.get("type") == "DELETED"
         if deleted:
             table.pop(key, None)
         else:
-            table[key] = Entry(obj, msg.metadata.sequence.stream)
+            table[key] = Entry(obj, msg.metadata.sequence.stream, msg.metadata.timestamp)
         self.changed.set()
         if synced and self.on_change is not None:
             self.on_change(kind, key, obj, deleted)
 
-    def _table(self, subject: str) -> tuple[str, dict[str, Entry] | None]:
-        if subject.startswith(PODS_PREFIX + "."):
-            return "pod", self.pods
-        if subject.startswith(NODES_PREFIX + "."):
-            return "node", self.nodes
-        if subject.startswith(PDBS_PREFIX + "."):
-            return "pdb", self.pdbs
-        if subject.startswith(PRIORITYCLASSES_PREFIX + "."):
-            return "priorityclass", self.priority_classes
+    def _table(self, subject: str) -> tuple[str, dict[str, Entry] | None, str]:
+        """The kind, its table, and what of the subject names the object."""
         for kind, prefix, table in (
+            ("pod", PODS_PREFIX, self.pods),
+            ("node", NODES_PREFIX, self.nodes),
+            ("pdb", PDBS_PREFIX, self.pdbs),
+            ("priorityclass", PRIORITYCLASSES_PREFIX, self.priority_classes),
             ("service", SERVICES_PREFIX, self.services),
             ("replicaset", REPLICASETS_PREFIX, self.replica_sets),
             ("statefulset", STATEFULSETS_PREFIX, self.stateful_sets),
             ("replicationcontroller", REPLICATIONCONTROLLERS_PREFIX, self.replication_controllers),
         ):
             if subject.startswith(prefix + "."):
-                return kind, table
-        return "", None
+                return kind, table, subject[len(prefix) + 1 :]
+        return "", None, ""
 
 
 async def read_cluster(js: JetStreamContext) -> ClusterWatch:
@@ -187,21 +198,22 @@ async def read_cluster(js: JetStreamContext) -> ClusterWatch:
     return watch
 
 
-async def read_events(js: JetStreamContext, namespace: str, name: str) -> list[dict[str, Any]]:
-    """The pod's Event objects still in the (age-limited) events stream, oldest first."""
-    subject = event_subject(namespace, name)
+async def read_events(js: JetStreamContext, subject: str) -> list[dict[str, Any]]:
+    """The Event objects on `subject` (wildcards allowed) still in the age-limited
+    events stream, oldest first."""
     try:
-        info = await js.stream_info(EVENTS_STREAM, subjects_filter=subject)
-    except NotFoundError:
+        sub = await js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL)
+    except NotFoundError:  # no events stream: no ksched service ever ran here
         return []
-    count = (info.state.subjects or {}).get(subject, 0) if info.state else 0
-    if not count:
-        return []
-    sub = await js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL)
     events = []
     try:
-        for _ in range(count):
+        # what was pushed to us already counts as delivered, no longer as pending
+        info = await sub.consumer_info()
+        delivered = info.delivered.consumer_seq if info.delivered else 0
+        pending = (info.num_pending or 0) + (delivered or 0)
+        while pending:
             msg = await sub.next_msg(timeout=5)
+            pending = msg.metadata.num_pending
             with contextlib.suppress(ValueError):
                 events.append(json.loads(msg.data))
     except TimeoutError:
@@ -227,21 +239,23 @@ class Instance:
     requests: int = 0
     errors: int = 0
     endpoints: dict[str, str] = field(default_factory=dict)  # name -> subject
+    config: str = ""  # the KubeSchedulerConfiguration it loaded ("defaults": none)
+    profiles: str = ""  # its profiles' schedulerNames, comma separated
 
 
-async def gather(
-    nc: NATS, subject: str, wait: float = DISCOVERY_WAIT_SECONDS
-) -> list[dict[str, Any]]:
-    """Every reply to one request within `wait` seconds ($SRV.* answers once per
-    instance)."""
+async def gather(nc: NATS, subject: str, wait: float | None = None) -> list[dict[str, Any]]:
+    """Every reply to one request ($SRV.* answers once per instance): for `wait`
+    seconds, or by default until the answers stop coming (see DISCOVERY_QUIET_SECONDS)."""
     inbox = nc.new_inbox()
     sub = await nc.subscribe(inbox)
     await nc.publish(subject, b"", reply=inbox)
     replies: list[dict[str, Any]] = []
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait
+    deadline = loop.time() + (DISCOVERY_WAIT_SECONDS if wait is None else wait)
     try:
         while (left := deadline - loop.time()) > 0:
+            if wait is None and replies:
+                left = min(left, DISCOVERY_QUIET_SECONDS)
             try:
                 msg = await sub.next_msg(timeout=left)
             except TimeoutError:
@@ -253,7 +267,7 @@ async def gather(
     return replies
 
 
-async def discover(nc: NATS, wait: float = DISCOVERY_WAIT_SECONDS) -> list[Instance]:
+async def discover(nc: NATS, wait: float | None = None) -> list[Instance]:
     """Every ksched service instance: $SRV.INFO and $SRV.STATS, then each one's readyz."""
     infos, stats = await asyncio.gather(
         gather(nc, "$SRV.INFO", wait), gather(nc, "$SRV.STATS", wait)
@@ -277,6 +291,8 @@ async def discover(nc: NATS, wait: float = DISCOVERY_WAIT_SECONDS) -> list[Insta
                 requests=sum(int(e.get("num_requests", 0)) for e in st.get("endpoints") or []),
                 errors=sum(int(e.get("num_errors", 0)) for e in st.get("endpoints") or []),
                 endpoints={e["name"]: e["subject"] for e in info.get("endpoints") or []},
+                config=meta.get("config", ""),
+                profiles=meta.get("profiles", ""),
             )
         )
     await asyncio.gather(*(_probe(nc, i) for i in instances))

@@ -1,73 +1,61 @@
-"""`ksched`: the command-line entry point."""
+"""`ksched`: the command-line entry point.
+
+Starting fast is part of the interface (a kubectl user runs many short commands):
+this module imports only argparse, and each verb imports what it needs when it runs
+(nats for the kubectl verbs, the framework only where a decision is explained, the
+benchmarks only for `bench`). Whatever fails, the user gets one line, `error: ...`,
+and a non-zero exit code, never a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
+import importlib
 import sys
+from typing import Any
+
+from shared.tools.cli.args import KschedParser, add_kubectl_verbs, command_of
+
+# verb -> (module, function taking the parsed arguments): imported when it runs
+KUBECTL = ("shared.tools.cli.kubectl", "run")
+VERBS = {
+    "apply": KUBECTL,
+    "create": KUBECTL,
+    "delete": KUBECTL,
+    "get": KUBECTL,
+    "describe": KUBECTL,
+    "top": ("shared.tools.cli.top", "run"),
+    "status": ("shared.tools.cli.top", "run"),
+    "demo": ("shared.tools.cli.demo", "run_demo"),
+    "simulate": ("shared.tools.cli.simulate", "run_simulate"),
+    "conformance": ("shared.tools.cli.conformance", "run_conformance"),
+    "bench": ("shared.tools.bench.suite", "run_bench"),
+    "bench-cycle": ("shared.tools.bench.cycle", "run_bench_cycle"),
+    "bench-queue": ("shared.tools.bench.queue", "run_bench_queue"),
+    "bench-baseline": ("shared.tools.bench.baseline", "run_bench_baseline"),
+    "bench-scale": ("shared.tools.bench.scale", "run_bench_scale"),
+}
 
 
-def _nats(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--nats",
-        default=os.environ.get("KSCHED_NATS_URL", "nats://127.0.0.1:4222"),
-        help="NATS server(s), comma separated (env KSCHED_NATS_URL)",
-    )
+class VersionAction(argparse.Action):
+    """`--version`: the installed package's version, looked up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, argparse.SUPPRESS, nargs=0, help="print the version")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from shared.runtime.discovery import version
+
+        parser._print_message(f"ksched {version()}\n", sys.stdout)
+        parser.exit()
 
 
-def _namespace(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-n", "--namespace", default="default", help="the pods' namespace")
-
-
-def add_kubectl_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """kubectl's verbs against a running ksched (shared/tools/cli/kubectl.py, top.py)."""
-    apply = sub.add_parser("apply", help="publish Pods, Nodes and workloads from manifests")
-    apply.add_argument("-f", "--filename", required=True, help="a file, a directory, or -")
-    _nats(apply)
-
-    delete = sub.add_parser("delete", help="delete pods or nodes (publishes DELETED)")
-    delete.add_argument("resource", help="pod or node")
-    delete.add_argument("names", nargs="+")
-    _namespace(delete)
-    _nats(delete)
-
-    get = sub.add_parser("get", help="list pods or nodes as kubectl does")
-    get.add_argument("resource", help="pods or nodes")
-    get.add_argument("names", nargs="*")
-    get.add_argument("-o", "--output", choices=("wide", "json", "yaml", "name"), default="")
-    get.add_argument("-w", "--watch", action="store_true", help="then print each change")
-    get.add_argument("-A", "--all-namespaces", action="store_true")
-    get.add_argument(
-        "--request-timeout", type=float, default=0, help="stop watching after this many seconds"
-    )
-    _namespace(get)
-    _nats(get)
-
-    describe = sub.add_parser("describe", help="a pod or node in detail, with scheduling reasons")
-    describe.add_argument("resource", help="pod or node")
-    describe.add_argument("name")
-    describe.add_argument(
-        "--config",
-        default=os.environ.get("KSCHED_CONFIG"),
-        help="KubeSchedulerConfiguration for the per-node reasons (env KSCHED_CONFIG)",
-    )
-    _namespace(describe)
-    _nats(describe)
-
-    top = sub.add_parser("top", help="live view: queues, pods/s, p99, conflicts, nodes, health")
-    top.add_argument("--interval", type=float, default=2.0, help="seconds between frames")
-    top.add_argument("--once", action="store_true", help="print one frame and exit")
-    top.add_argument("--nodes", type=int, default=20, help="node rows shown")
-    _nats(top)
-
-    status = sub.add_parser("status", help="every service instance (nats.micro discovery)")
-    status.add_argument("--wait", type=float, default=0.5, help="seconds to collect answers")
-    _nats(status)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ksched", description="kube-scheduler as microservices")
-    sub = parser.add_subparsers(dest="command", required=True)
+def build_parser(command: str) -> argparse.ArgumentParser:
+    """Every verb's arguments; `bench`'s only when it is the command (they come with
+    the benchmark modules, slow to import)."""
+    parser = KschedParser(prog="ksched", description="kube-scheduler as microservices")
+    parser.add_argument("--version", action=VersionAction)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=KschedParser)
 
     demo = sub.add_parser("demo", help="run servers and services locally and schedule a demo")
     demo.add_argument("--nodes", type=int, default=50)
@@ -114,11 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     bb.add_argument("--init-pods", type=int, default=1000)
     bb.add_argument("--pods", type=int, default=10000, help="measured pods")
 
-    from shared.tools.bench.suite import add_arguments
-
-    add_arguments(
-        sub.add_parser("bench", help="scheduler_perf's workloads end to end (make bench)")
+    bench_parser = sub.add_parser(
+        "bench", help="scheduler_perf's workloads end to end (make bench)"
     )
+    if command == "bench":
+        from shared.tools.bench.suite import add_arguments
+
+        add_arguments(bench_parser)
 
     bs = sub.add_parser(
         "bench-scale",
@@ -140,49 +130,30 @@ def main(argv: list[str] | None = None) -> int:
     bs.add_argument("--json", action="store_true")
 
     add_kubectl_verbs(sub)
+    return parser
 
-    args = parser.parse_args(argv)
-    if args.command in ("apply", "delete", "get", "describe"):
-        from shared.tools.cli.kubectl import run
 
-        return run(args)
-    if args.command in ("top", "status"):
-        from shared.tools.cli.top import run as run_top
+def main(argv: list[str] | None = None) -> int:
+    """`ksched ...`: the exit code; errors are one line on stderr."""
+    from shared.tools.cli.output import flush_stdout, warn
 
-        return run_top(args)
-    if args.command == "demo":
-        from shared.tools.cli.demo import run_demo
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return dispatch(build_parser(command_of(argv)).parse_args(argv))
+    except SystemExit as done:  # --help, --version, a usage error (already printed)
+        return done.code if isinstance(done.code, int) else 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # never a traceback: one line says what went wrong
+        warn(f"error: {err}" if str(err) else f"error: {type(err).__name__}")
+        return 1
+    finally:
+        flush_stdout()
 
-        return run_demo(args)
-    if args.command == "bench-cycle":
-        from shared.tools.bench.cycle import run_bench_cycle
 
-        return run_bench_cycle(args)
-    if args.command == "bench-queue":
-        from shared.tools.bench.queue import run_bench_queue
-
-        return run_bench_queue(args)
-    if args.command == "bench-baseline":
-        from shared.tools.bench.baseline import run_bench_baseline
-
-        return run_bench_baseline(args)
-    if args.command == "bench":
-        from shared.tools.bench.suite import run_bench
-
-        return run_bench(args)
-    if args.command == "bench-scale":
-        from shared.tools.bench.scale import run_bench_scale
-
-        return run_bench_scale(args)
-    if args.command == "simulate":
-        from shared.tools.cli.simulate import run_simulate
-
-        return run_simulate(args)
-    if args.command == "conformance":
-        from shared.tools.cli.conformance import run_conformance
-
-        return run_conformance(args)
-    return 2
+def dispatch(args: argparse.Namespace) -> int:
+    module, function = VERBS[args.command]
+    return int(getattr(importlib.import_module(module), function)(args))
 
 
 if __name__ == "__main__":

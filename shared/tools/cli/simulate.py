@@ -21,6 +21,7 @@ from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins import REGISTRY
 from shared.tools.cli.manifests import ManifestError, load_objects
+from shared.tools.cli.output import warn
 
 STATUS_NAMES = {
     Code.SUCCESS: "passed",
@@ -157,11 +158,11 @@ def run_simulate(args: argparse.Namespace) -> int:
             raise ConfigError(f"no profile serves schedulerName {pod.pod.spec.scheduler_name!r}")
         report = explain(Framework.from_profile(profile, REGISTRY), pod, snapshot, args.seed)
     except (ManifestError, ConfigError) as err:
-        print(f"ksched simulate: {err}")
-        return 2
+        warn(f"error: {err}")
+        return 1
     except ValidationError as err:
-        print(f"ksched simulate: {describe_validation_error(err)}")
-        return 2
+        warn(f"error: {describe_validation_error(err)}")
+        return 1
     if args.output == "json":
         print(json.dumps(report, indent=2))
     else:

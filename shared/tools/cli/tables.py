@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Any
-
-import yaml
 
 NONE = "<none>"
 ROLE_PREFIX = "node-role.kubernetes.io/"
@@ -47,6 +45,10 @@ def human_duration(seconds: float) -> str:
     return f"{hours // 24 // 365}y"
 
 
+def percent(used: int, total: int) -> str:
+    return f"{used * 100 // total}%" if total else "0%"
+
+
 def parse_time(stamp: str | None) -> dt.datetime | None:
     if not stamp:
         return None
@@ -56,14 +58,17 @@ def parse_time(stamp: str | None) -> dt.datetime | None:
         return None
 
 
-def age(stamp: str | None, now: dt.datetime) -> str:
-    when = parse_time(stamp)
+def age(stamp: str | None, now: dt.datetime, seen: dt.datetime | None = None) -> str:
+    """Since `stamp` (creationTimestamp); an object published without one is as old as
+    its latest event in the stream (`seen`, the message's JetStream timestamp)."""
+    when = parse_time(stamp) or seen
     return human_duration((now - when).total_seconds()) if when is not None else "<unknown>"
 
 
-def pod_status(pod: dict[str, Any]) -> str:
+def pod_status(pod: dict[str, Any], nodes: Container[str] | None = None) -> str:
     """kubectl's STATUS, where no kubelet runs the pod: a bound pod shows `Scheduled`
-    (kubectl would show ContainerCreating, then Running)."""
+    (kubectl would show ContainerCreating, then Running). A pod bound to a node that
+    does not exist (`nodes`, when known) stays Pending, as no kubelet ever starts it."""
     meta, spec, status = (pod.get(k) or {} for k in ("metadata", "spec", "status"))
     if meta.get("deletionTimestamp"):
         return "Terminating"
@@ -73,21 +78,27 @@ def pod_status(pod: dict[str, Any]) -> str:
     if phase != "Pending":
         return str(phase)
     if spec.get("nodeName"):
-        return "Scheduled"
+        return "Scheduled" if nodes is None or spec["nodeName"] in nodes else "Pending"
     if spec.get("schedulingGates"):
         return "SchedulingGated"
     return "Pending"
 
 
-def pod_row(pod: dict[str, Any], now: dt.datetime, wide: bool = False) -> list[str]:
+def pod_row(
+    pod: dict[str, Any],
+    now: dt.datetime,
+    wide: bool = False,
+    seen: dt.datetime | None = None,
+    nodes: Container[str] | None = None,
+) -> list[str]:
     meta, spec, status = (pod.get(k) or {} for k in ("metadata", "spec", "status"))
     containers = len(spec.get("containers") or [])
     row = [
         meta.get("name", ""),
         f"0/{containers}",
-        pod_status(pod),
+        pod_status(pod, nodes),
         "0",
-        age(meta.get("creationTimestamp"), now),
+        age(meta.get("creationTimestamp"), now, seen),
     ]
     if wide:
         gates = [g.get("conditionType", "") for g in spec.get("readinessGates") or []]
@@ -127,14 +138,16 @@ def node_status(node: dict[str, Any]) -> str:
     return text
 
 
-def node_row(node: dict[str, Any], now: dt.datetime, wide: bool = False) -> list[str]:
+def node_row(
+    node: dict[str, Any], now: dt.datetime, wide: bool = False, seen: dt.datetime | None = None
+) -> list[str]:
     meta, status = node.get("metadata") or {}, node.get("status") or {}
     info = status.get("nodeInfo") or {}
     row = [
         meta.get("name", ""),
         node_status(node),
         node_roles(meta.get("labels") or {}),
-        age(meta.get("creationTimestamp"), now),
+        age(meta.get("creationTimestamp"), now, seen),
         info.get("kubeletVersion", ""),
     ]
     if wide:
@@ -185,4 +198,6 @@ def as_list(objects: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def dump(obj: dict[str, Any], output: str) -> str:
     if output == "json":
         return json.dumps(obj, indent=4)
+    import yaml  # only here: the CLI starts faster without it
+
     return str(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)).rstrip("\n")

@@ -2,30 +2,29 @@
 
 Pure parts (metric aggregation, quantiles, node usage, rendering) are separate from
 the sampling loop; `--once` prints one frame without terminal control codes (tests,
-captures)."""
+captures), from one sample (pods/s needs two: `--once --interval S` measures it over
+S seconds)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import datetime as dt
+import importlib
 import json
 import math
-import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from nats.aio.client import Client as NATS
-from prometheus_client.parser import text_string_to_metric_families
 
-from shared.framework.types import PodResources, allocatable_of
 from shared.subjects import QUEUE_STATS
-from shared.tools.cli.describe import percent
 from shared.tools.cli.live import CliError, ClusterWatch, Instance, connect, discover, scrape
-from shared.tools.cli.tables import human_duration, parse_time, render_table
+from shared.tools.cli.output import emit, flush_stdout, stdout_gone, warn
+from shared.tools.cli.tables import human_duration, parse_time, percent, render_table
 
 SERVICES = ("watcher", "queue", "cache", "worker", "binder")
 ATTEMPTS = "scheduler_schedule_attempts_total"
@@ -41,7 +40,19 @@ QUEUE_LABELS = (
     ("binding", "binding"),
 )
 CLEAR = "\x1b[H\x1b[2J"
-STATUS_COLUMNS = ("SERVICE", "INSTANCE", "VERSION", "HOST", "PID", "READY", "AGE", "MESSAGE")
+STATUS_COLUMNS = (
+    "SERVICE",
+    "INSTANCE",
+    "VERSION",
+    "HOST",
+    "PID",
+    "READY",
+    "AGE",
+    "CONFIG",
+    "PROFILES",
+    "MESSAGE",
+)
+DEFAULT_INTERVAL_SECONDS = 2.0
 
 Labels = frozenset[tuple[str, str]]
 Metrics = dict[tuple[str, Labels], float]  # (sample name, labels) -> value
@@ -49,6 +60,8 @@ Metrics = dict[tuple[str, Labels], float]  # (sample name, labels) -> value
 
 def parse_metrics(texts: Iterable[str]) -> Metrics:
     """Samples summed over instances (the same counter on two workers adds up)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     total: Metrics = defaultdict(float)
     for text in texts:
         for family in text_string_to_metric_families(text):
@@ -98,6 +111,8 @@ class NodeUse:
 
 def node_usage(nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]]) -> list[NodeUse]:
     """Requests of the bound pods against each node's allocatable, busiest (cpu) first."""
+    from shared.framework.types import PodResources, allocatable_of
+
     used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
@@ -149,7 +164,7 @@ def services_line(instances: Sequence[Instance]) -> str:
 
 def render_frame(cur: Sample, prev: Sample | None, title: str, max_nodes: int) -> str:
     elapsed = cur.at - prev.at if prev is not None else 0.0
-    rate = (cur.bound - prev.bound) / elapsed if prev is not None and elapsed > 0 else 0.0
+    rate = f"{(cur.bound - prev.bound) / elapsed:.1f}" if prev is not None and elapsed > 0 else "-"
     workers = cur.metrics.get("worker", {})
     window = delta(workers, prev.metrics.get("worker", {})) if prev is not None else workers
     attempts = by_label(workers, ATTEMPTS, "result")
@@ -170,9 +185,9 @@ def render_frame(cur: Sample, prev: Sample | None, title: str, max_nodes: int) -
             else "no queue answers"
         ),
         f"PODS         {cur.pods} total   {cur.bound} bound   {cur.pods - cur.bound} not bound"
-        f"   {rate:.1f} pods/s bound",
+        f"   {rate} pods/s bound",
         "SCHEDULING   attempts "
-        + ", ".join(f"{k} {int(v)}" for k, v in sorted(attempts.items()))
+        + (", ".join(f"{k} {int(v)}" for k, v in sorted(attempts.items())) or "none")
         + f"   p99 attempt {'-' if p99 is None else f'{p99 * 1000:.1f} ms'}"
         + f"   assume conflicts {int(conflicts)}",
         "BINDING      "
@@ -195,18 +210,19 @@ def render_frame(cur: Sample, prev: Sample | None, title: str, max_nodes: int) -
     return "\n".join(lines)
 
 
-async def take_sample(nc: NATS, watch: ClusterWatch) -> Sample:
-    instances = await discover(nc)
-    texts = await asyncio.gather(*(scrape(nc, i) for i in instances))
+async def take_sample(
+    nc: NATS, watch: ClusterWatch, starting: Awaitable[object] | None = None
+) -> Sample:
+    """One sample; `starting`: what is still under way (the watch's replay, imports),
+    waited for while discovery listens."""
+    instances, _ = await asyncio.gather(discover(nc), starting or asyncio.sleep(0))
+    has_queue = any(i.service == "queue" for i in instances)
+    texts, queue = await asyncio.gather(
+        asyncio.gather(*(scrape(nc, i) for i in instances)), queue_counts(nc, has_queue)
+    )
     per_service: dict[str, list[str]] = defaultdict(list)
     for inst, text in zip(instances, texts, strict=True):
         per_service[inst.service].append(text)
-    queue: dict[str, int] = {}
-    if any(i.service == "queue" for i in instances):
-        try:
-            queue = json.loads((await nc.request(QUEUE_STATS, b"", timeout=2)).data)["counts"]
-        except Exception:
-            queue = {}
     pods = [e.obj for e in watch.pods.values()]
     return Sample(
         at=time.monotonic(),
@@ -219,23 +235,45 @@ async def take_sample(nc: NATS, watch: ClusterWatch) -> Sample:
     )
 
 
+# What node_usage and parse_metrics import: ~0.15 s, loaded in a thread while the
+# first sample waits on the network (discovery listens ~0.1 s for answers).
+SAMPLE_MODULES = ("shared.framework.types", "prometheus_client.parser")
+
+
+async def queue_counts(nc: NATS, running: bool) -> dict[str, int]:
+    """The queue's sub-queue sizes ({} when it does not run or answer)."""
+    if not running:
+        return {}
+    try:
+        return dict(json.loads((await nc.request(QUEUE_STATS, b"", timeout=2)).data)["counts"])
+    except Exception:
+        return {}
+
+
 async def top(nc: NATS, args: argparse.Namespace) -> int:
+    loading = asyncio.to_thread(lambda: [importlib.import_module(m) for m in SAMPLE_MODULES])
     watch = ClusterWatch()
-    await watch.start(nc.jetstream())
-    prev = await take_sample(nc, watch)
+    first = await take_sample(nc, watch, asyncio.gather(loading, watch.start(nc.jetstream())))
+    if args.once and args.interval is None:  # one sample: everything but pods/s
+        title = f"ksched top   {args.nats}   {dt.datetime.now():%H:%M:%S}"
+        emit(render_frame(first, None, title, args.nodes))
+        return 0
+    interval = DEFAULT_INTERVAL_SECONDS if args.interval is None else args.interval
+    prev = first
     while True:
-        await asyncio.sleep(args.interval)
+        await asyncio.sleep(interval)
         cur = await take_sample(nc, watch)
-        stamp = dt.datetime.now().strftime("%H:%M:%S")
-        title = f"ksched top   {args.nats}   {stamp}   every {args.interval:g}s"
+        title = f"ksched top   {args.nats}   {dt.datetime.now():%H:%M:%S}   every {interval:g}s"
         frame = render_frame(
             cur, prev, title + ("" if args.once else "   (Ctrl-C quits)"), args.nodes
         )
         if args.once:
-            print(frame)
+            emit(frame)
             return 0
-        sys.stdout.write(CLEAR + frame + "\n")
-        sys.stdout.flush()
+        emit(CLEAR + frame)
+        flush_stdout()
+        if stdout_gone():
+            return 0
         prev = cur
 
 
@@ -256,6 +294,8 @@ def render_status(instances: Sequence[Instance], now: dt.datetime) -> tuple[str,
                 i.pid,
                 "True" if i.ready else "False",
                 human_duration((now - started).total_seconds()) if started else "<unknown>",
+                i.config or "<unknown>",
+                i.profiles or "<unknown>",
                 i.reason,
             ]
         )
@@ -269,7 +309,7 @@ def render_status(instances: Sequence[Instance], now: dt.datetime) -> tuple[str,
 async def status(nc: NATS, args: argparse.Namespace) -> int:
     instances = await discover(nc, args.wait)
     text, healthy = render_status(instances, dt.datetime.now(dt.UTC))
-    print(text)
+    emit(text)
     return 0 if healthy else 1
 
 
@@ -286,7 +326,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(main())
     except CliError as err:
-        print(f"error: {err}", file=sys.stderr)
+        warn(f"error: {err}")
         return 1
     except KeyboardInterrupt:
         return 130
