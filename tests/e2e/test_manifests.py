@@ -119,12 +119,11 @@ class Case:
     pending: str = ""  # the feature another branch is building, while it fails for it
 
 
-CREATE = "create pending"  # `ksched create -f` with generateName
 SERVICES = "Services pending"  # live Services/StatefulSets, other kinds skipped
 
 
 def perf(
-    manifest: str, expected: Expected, why: str, pending: str = CREATE, alone: bool = False
+    manifest: str, expected: Expected, why: str, pending: str = "", alone: bool = False
 ) -> Case:
     """A scheduler_perf template: generateName, so `kubectl create`, not apply."""
     return Case(
@@ -358,7 +357,6 @@ CASES = [
         "unschedulable-pod-node-resourcesfit.yaml",
         Expected(PENDING, message=unschedulable("4 Insufficient cpu, 4 Insufficient memory")),
         "pod-level requests (PodLevelResources, beta, on in 1.34): 1000 cpu, 500Gi",
-        pending=f"{CREATE}; pod-level resources pending",
     ),
     perf("light-pod.yaml", Expected(BOUND), "no requests"),
     # last, alone: it adds a fifth node
