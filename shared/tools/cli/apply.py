@@ -179,6 +179,7 @@ def plan(
         if refused:
             raise ManifestError(refused.kubectl_error(m.source))
         if kind in WORKLOAD_KINDS:
+            out += _unmodelled(m.obj)
             m = with_default_selector(m)
             validate_owner(m)
             pods = expand(m, list(nodes.values()))
@@ -223,6 +224,32 @@ def _admit(m: Manifest, admission: PriorityClasses) -> None:
         raise ManifestError(
             f'Error from server (Forbidden): error when creating "{m.source}": {err}'
         ) from None
+
+
+# What apply reads of a workload's spec, as its controller would (workloads.py).
+_MODELLED_SPEC = {
+    "Deployment": ("replicas", "selector", "template"),
+    "ReplicaSet": ("replicas", "selector", "template"),
+    "ReplicationController": ("replicas", "selector", "template"),
+    "StatefulSet": ("replicas", "selector", "template", "serviceName"),
+    "DaemonSet": ("selector", "template"),
+    "Job": ("parallelism", "completions", "selector", "template"),
+}
+
+
+def _unmodelled(obj: dict[str, Any]) -> list[Applied]:
+    """One warning line naming what of a workload's spec ksched does not model (volume
+    claims, rollout and ordering policies...): those fields are ignored, not refused."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return []
+    ignored = [f"spec.{k}" for k in spec if k not in _MODELLED_SPEC.get(obj["kind"], spec)]
+    if not ignored:
+        return []
+    meta = obj.get("metadata") or {}
+    name = f"{RESOURCE_NAMES[obj['kind']]}/{meta.get('name') or meta.get('generateName') or ''}"
+    line = f"Warning: {name}: ksched does not model {', '.join(ignored)} (ignored)"
+    return [Applied(line, [], warning=True)]
 
 
 def _skipped(obj: dict[str, Any]) -> Applied:
