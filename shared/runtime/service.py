@@ -100,7 +100,8 @@ class Runtime:
             self.settings.nats_urls, f"ksched-{self.settings.service}", self.settings.credentials
         )
         self.js = self.nc.jetstream(timeout=10)
-        await retry_forever("ensure streams", lambda: ensure_streams(self.js))
+        replicas = self.settings.stream_replicas
+        await retry_forever("ensure streams", lambda: ensure_streams(self.js, replicas=replicas))
         self.micro = await register(
             self.nc,
             self.settings.service,
