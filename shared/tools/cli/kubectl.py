@@ -12,6 +12,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import nats.errors
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import APIError
@@ -27,7 +28,15 @@ from shared.subjects import (
 )
 from shared.tools.cli.apply import Action, Current, plan, pod_lines
 from shared.tools.cli.describe import describe_node, describe_pod
-from shared.tools.cli.live import CliError, ClusterWatch, Entry, connect, read_cluster, read_events
+from shared.tools.cli.live import (
+    CliError,
+    ClusterWatch,
+    Entry,
+    answered,
+    connect,
+    read_cluster,
+    read_events,
+)
 from shared.tools.cli.manifests import Manifest, ManifestError, read_manifests
 from shared.tools.cli.tables import (
     as_list,
@@ -120,7 +129,7 @@ def current_of(watch: ClusterWatch) -> Current:
 
 async def apply(nc: NATS, manifests: list[Manifest], out: Callable[[str], None]) -> int:
     js = nc.jetstream()
-    await ensure_streams(js)
+    await answered(lambda: ensure_streams(js))
     watch = await read_cluster(js)
     applied = plan(manifests, current_of(watch), stamp(now_utc()))
     for item in applied:
@@ -320,6 +329,9 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(with_nats(args.nats, lambda nc: describe(nc, args, out)))
     except (CliError, ManifestError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except nats.errors.TimeoutError:  # a JetStream request went unanswered
+        print("error: NATS did not answer in time", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -8,11 +8,12 @@ import asyncio
 import contextlib
 import json
 from asyncio import FIRST_COMPLETED
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import nats
+import nats.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -20,6 +21,7 @@ from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from shared.api.models import object_key
+from shared.runtime.settings import server_list
 from shared.subjects import (
     CLUSTER_PREFIX,
     CLUSTER_STREAM,
@@ -34,7 +36,17 @@ from shared.subjects import (
 
 REPLAY_TIMEOUT_SECONDS = 30.0
 CONNECT_TIMEOUT_SECONDS = 3.0
+# After a lost server: tries per server (one every half second) before a command gives up.
+RECONNECT_ATTEMPTS = 10
+RECONNECT_WAIT_SECONDS = 0.5
+# A JetStream API request that reaches a leader lost a moment ago goes unanswered, not
+# queued (nats-server's Raft elects another 4-9 s after the leader falls silent): a
+# command asks again, up to this many times nats-py's 5 s timeout.
+API_TRIES = 3
 DISCOVERY_WAIT_SECONDS = 0.5
+
+
+T = TypeVar("T")
 
 
 class CliError(Exception):
@@ -42,24 +54,27 @@ class CliError(Exception):
 
 
 async def connect(url: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> NATS:
-    """Connect once, failing fast with a readable error (the services retry forever;
-    a command should not). nats-py keeps retrying a refused connection even without
-    reconnects, so the first error ends the attempt."""
+    """Connect to any server of `url` (comma separated), failing fast with a readable
+    error once every one of them refused (the services retry forever; a command should
+    not). nats-py tries the servers in turn and reports each refusal: a command gives up
+    only when all have refused, so one server down in a cluster goes unnoticed. Once
+    connected, a lost server is replaced by another (a `get -w` outlives a failover)."""
+    servers = server_list(url)
     errors: list[Exception] = []
     failed = asyncio.Event()
 
     async def remember(err: Exception) -> None:  # instead of nats-py's log line per try
         errors.append(err)
-        failed.set()
+        if len(errors) >= len(servers):
+            failed.set()
 
-    servers = [u.strip() for u in url.split(",") if u.strip()]
     connecting = asyncio.ensure_future(
         nats.connect(
             servers=servers,
             name="ksched-cli",
             connect_timeout=2,
-            allow_reconnect=False,
-            max_reconnect_attempts=0,
+            max_reconnect_attempts=RECONNECT_ATTEMPTS,
+            reconnect_time_wait=RECONNECT_WAIT_SECONDS,
             error_cb=remember,
         )
     )
@@ -75,6 +90,17 @@ async def connect(url: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> NATS:
     raise CliError(
         f"cannot reach NATS at {url} ({cause}); is ksched running? (set --nats or KSCHED_NATS_URL)"
     )
+
+
+async def answered(request: Callable[[], Awaitable[T]]) -> T:
+    """A JetStream API request, asked again while it goes unanswered (see API_TRIES)."""
+    for _ in range(API_TRIES - 1):
+        with contextlib.suppress(nats.errors.TimeoutError):
+            return await request()
+    try:
+        return await request()
+    except nats.errors.TimeoutError:
+        raise CliError("NATS did not answer: no JetStream leader for the stream?") from None
 
 
 async def require_stream(js: JetStreamContext, stream: str = CLUSTER_STREAM) -> int:
@@ -113,13 +139,15 @@ class ClusterWatch:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self, js: JetStreamContext) -> None:
-        if await require_stream(js) == 0:
+        if await answered(lambda: require_stream(js)) == 0:
             self.synced.set()
-        await js.subscribe(
-            f"{CLUSTER_PREFIX}.>",
-            cb=self._on_msg,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.ALL,
+        await answered(
+            lambda: js.subscribe(
+                f"{CLUSTER_PREFIX}.>",
+                cb=self._on_msg,
+                ordered_consumer=True,
+                deliver_policy=DeliverPolicy.ALL,
+            )
         )
         try:
             await asyncio.wait_for(self.synced.wait(), REPLAY_TIMEOUT_SECONDS)
@@ -175,13 +203,15 @@ async def read_events(js: JetStreamContext, namespace: str, name: str) -> list[d
     """The pod's Event objects still in the (age-limited) events stream, oldest first."""
     subject = event_subject(namespace, name)
     try:
-        info = await js.stream_info(EVENTS_STREAM, subjects_filter=subject)
+        info = await answered(lambda: js.stream_info(EVENTS_STREAM, subjects_filter=subject))
     except NotFoundError:
         return []
     count = (info.state.subjects or {}).get(subject, 0) if info.state else 0
     if not count:
         return []
-    sub = await js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL)
+    sub = await answered(
+        lambda: js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL)
+    )
     events = []
     try:
         for _ in range(count):
