@@ -1,7 +1,8 @@
 """ksched on a 3-server NATS cluster with R3 streams: a server killed (kill -9) while
 pods are scheduled loses no pod, binds none twice and overcommits no node; the
 server comes back and rejoins; the CLI works with the first server of its list down;
-a delivery of the cluster stream lost on its way to the watcher is not acked away."""
+a delivery of the cluster stream lost on its way to the watcher is not acked away; a
+write no stream took is sent again."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ import nats
 import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
+from nats.js.errors import NoStreamResponseError
 
 from services.watcher.takeover import is_watcher_consumer as is_watcher
 from shared.api.models import key_of
+from shared.runtime.connections import ensure_streams
+from shared.runtime.publish import Conflict, write_pod
 from shared.subjects import BIND_STREAM, BINDER_CONSUMER, CLUSTER_STREAM, STREAMS
 from shared.tools.chaos import publish_new
 from shared.tools.cli.live import connect
@@ -25,6 +29,7 @@ from shared.tools.devstack import LocalStack
 from shared.tools.invariants import audit
 from shared.tools.natscluster import NatsCluster
 from shared.tools.observe import settle
+from shared.tools.servers import Server
 from shared.tools.synthetic import make_node, make_pod
 from tests.e2e.state import eventually
 from tests.e2e.test_cli_e2e import ksched
@@ -209,3 +214,25 @@ async def test_a_delivery_the_watcher_never_got_is_delivered_again(
     assert await tracker.wait_until(lambda t: all(k in t.bound() for k in keys), timeout=30), (
         f"{stolen} never scheduled"
     )
+
+
+async def test_a_write_no_stream_took_is_sent_again_under_its_precondition(
+    nats_server: Server,
+) -> None:
+    """What a binder sees while a stream elects its leader: no responder. The write is
+    sent again, unchanged, until a stream takes it; without patience it fails at once.
+    A first copy that did land makes the next one a Conflict, never a second binding."""
+    nc = await nats.connect(f"nats://127.0.0.1:{nats_server.port}")
+    try:
+        js = nc.jetstream(timeout=2)
+        with pytest.raises(NoStreamResponseError):
+            await write_pod(js, make_pod("p"), 0)
+        writing = asyncio.create_task(write_pod(js, make_pod("p"), 0, patience=60))
+        await asyncio.sleep(0.5)  # a few refused tries before the stream exists
+        assert not writing.done()
+        await ensure_streams(js)
+        assert await writing == 1
+        with pytest.raises(Conflict):
+            await write_pod(js, make_pod("p"), 0, patience=60)
+    finally:
+        await nc.close()
