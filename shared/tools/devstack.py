@@ -200,11 +200,20 @@ def temporary_stack(
     workers: int = 2,
     binders: int = 2,
     log_level: str = "warning",
+    nats_servers: int = 1,
+    stream_replicas: int = 1,
+    sync_always: bool = False,
 ) -> Iterator[LocalStack]:
     """`running` in a temporary directory, for benchmarks; removed afterwards."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         stack = LocalStack(
-            Path(tmp), workers=workers, binders=binders, env={"KSCHED_LOG_LEVEL": log_level}
+            Path(tmp),
+            workers=workers,
+            binders=binders,
+            nats_servers=nats_servers,
+            stream_replicas=stream_replicas,
+            sync_always=sync_always,
+            env={"KSCHED_LOG_LEVEL": log_level},
         )
         with running(stack, services) as st:
             yield st

@@ -114,6 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     bb.add_argument("--init-pods", type=int, default=1000)
     bb.add_argument("--pods", type=int, default=10000, help="measured pods")
 
+    from shared.tools.bench.replicas import add_arguments as add_replicas_arguments
+
+    add_replicas_arguments(
+        sub.add_parser(
+            "bench-replicas", help="SchedulingBasic on NATS R1, a cluster R1, R3, R3 fsynced"
+        )
+    )
+
     from shared.tools.bench.suite import add_arguments
 
     add_arguments(
@@ -166,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         from shared.tools.bench.baseline import run_bench_baseline
 
         return run_bench_baseline(args)
+    if args.command == "bench-replicas":
+        from shared.tools.bench.replicas import run_bench_replicas
+
+        return run_bench_replicas(args)
     if args.command == "bench":
         from shared.tools.bench.suite import run_bench
 
