@@ -15,7 +15,7 @@ from nats.aio.msg import Msg
 
 from services.watcher.outbound import Outbound, object_limit, too_large
 from services.watcher.routing import Informer, Routed, immutable_node_name, move, route
-from services.watcher.takeover import rewind, take_over
+from services.watcher.takeover import rewind, rewind_point, take_over
 from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
 from shared.api.models import Pod, PriorityClass
 from shared.api.priority import PriorityClasses, Refused
@@ -65,13 +65,17 @@ class Watcher:
                 await self.stopping.wait()  # deposed: the lease's loss ends this replica
 
     async def _rewind(self, durable: str) -> bool:
-        """Start the consumer again past the last message handled (see Deliveries)."""
-        handled = self.deliveries.handled
-        rewound = await retry_forever(
-            "rewind the cluster stream", lambda: rewind(self.rt.js, durable, handled)
+        """Start the consumer again past the last message handled (see Deliveries);
+        False when a successor deleted it."""
+        js, handled = self.rt.js, self.deliveries.handled
+        after = await retry_forever(
+            "read the cluster stream's position", lambda: rewind_point(js, durable, handled)
         )
+        if after is None:
+            return False
+        await retry_forever("rewind the cluster stream", lambda: rewind(js, durable, after))
         self.deliveries.restart()
-        return rewound
+        return True
 
     async def _consume(self, durable: str) -> None:
         """Until stopped or a delivery went missing; each round on a fresh subscription,

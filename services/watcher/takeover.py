@@ -85,17 +85,21 @@ async def take_over(js: JetStreamContext, epoch: int) -> str:
     return name
 
 
-async def rewind(js: JetStreamContext, name: str, handled: int) -> bool:
-    """Create this leader's consumer again, delivering from just past `handled` (or its
-    ack floor, if further); False when it is gone: a successor deleted it, so this
+async def rewind_point(js: JetStreamContext, name: str, handled: int) -> int | None:
+    """Where this leader's consumer starts again: just past `handled`, or past its ack
+    floor if further; None when the consumer is gone: a successor deleted it, so this
     leader is deposed and must not bring it back."""
     try:
         info = await js.consumer_info(CLUSTER_STREAM, name)
     except NotFoundError:
-        return False
-    after = max(handled, info.ack_floor.stream_seq if info.ack_floor else 0)
+        return None
+    return max(handled, info.ack_floor.stream_seq if info.ack_floor else 0)
+
+
+async def rewind(js: JetStreamContext, name: str, after: int) -> None:
+    """Create this leader's consumer again, delivering from just past `after`; safe to
+    retry (a consumer already deleted, or already created again, is made once more)."""
     with contextlib.suppress(NotFoundError):
         await js.delete_consumer(CLUSTER_STREAM, name)
     await js.add_consumer(CLUSTER_STREAM, consumer_config(name, after))
     log.warning("deliveries lost with a server: %s starts again from sequence %d", name, after + 1)
-    return True
