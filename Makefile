@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # docker compose v2 if present, else the v1 CLI
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-.PHONY: venv run test test-unit lint chaos burst up down compose-smoke bench bench-full bench-cycle bench-queue bench-scale bench-baseline clean
+.PHONY: venv run test test-unit lint chaos burst up down compose-smoke bench bench-full bench-cycle bench-queue bench-scale bench-baseline bench-replicas clean
 
 venv: $(STAMP)
 
@@ -71,6 +71,11 @@ bench-queue: venv
 ## SchedulingBasic in one process (no NATS, no Redis): what distribution costs.
 bench-baseline: venv
 	$(BIN)/ksched bench-baseline
+
+## What R3 streams cost: SchedulingBasic on one NATS server, a 3-server cluster with R1, R3, and
+## R3 with fsync on every write (docs/reliability.md); a few minutes.
+bench-replicas: venv
+	$(BIN)/ksched bench-replicas
 
 ## Pods/s, assume conflicts and invariant 3 with 1, 2 and 4 workers on 500 nodes; snapshot refresh cost.
 bench-scale: venv

@@ -12,7 +12,8 @@ from nats.aio.client import Client as NATS
 
 from shared.runtime.leasestore import LeaseStore, ensure_lease_bucket
 from shared.tools.client import PodTracker
-from shared.tools.devstack import LocalStack, Server, running, start_nats, start_redis
+from shared.tools.devstack import LocalStack, running
+from shared.tools.servers import Server, start_nats, start_redis
 
 # A standby takes over about 3 s after its leader died (kube's defaults: 15 s).
 SHORT_ELECTION = {
@@ -39,6 +40,17 @@ def make_test_stack(workdir: Path, *, config: str | None = None, binders: int = 
 def stack(tmp_path: Path) -> Iterator[LocalStack]:
     """The whole ksched: both servers and the five services, fresh for each test."""
     with running(make_test_stack(tmp_path / "stack")) as st:
+        yield st
+
+
+@pytest.fixture
+def cluster_stack(tmp_path: Path) -> Iterator[LocalStack]:
+    """The whole ksched on a 3-server NATS cluster (loopback, routes), its streams in 3
+    replicas and every server fsyncing each write, as compose.ha.yaml runs it."""
+    stack = make_test_stack(tmp_path / "stack")
+    stack.nats_servers = stack.stream_replicas = 3
+    stack.sync_always = True
+    with running(stack) as st:
         yield st
 
 

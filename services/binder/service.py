@@ -75,6 +75,10 @@ BATCH = 256
 #   letter, not another try: its pod is forgotten and requeued (a fresh attempt).
 BACKOFF = [5.0, 10.0, 20.0, 40.0]
 MAX_DELIVER = 5
+# A binding JetStream did not take for sure is sent again for this long (publish.py,
+# write_pod) rather than failed: a NATS server lost with a stream's leader costs a new
+# election (4-9 s), and a failed bind would forget an assumption that may have landed.
+WRITE_PATIENCE = 30.0
 REQUIRED_FIELDS = ("key", "uid", "seq", "node", "cycle", "pod", "profile", "assumed_at")
 
 
@@ -211,7 +215,9 @@ class Binder:
         """DefaultBinder: publish the bound pod conditional on the scheduled version. A
         redelivered bind that already went through is recognised, not written twice."""
         try:
-            await write_pod(self.rt.js, bound_pod(pod.raw, node), pod.version)
+            await write_pod(
+                self.rt.js, bound_pod(pod.raw, node), pod.version, patience=WRITE_PATIENCE
+            )
         except Conflict as err:
             if await self._already_bound(pod, node):
                 return SUCCESS

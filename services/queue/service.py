@@ -23,7 +23,7 @@ from services.queue.podinfo import BINDING
 from services.queue.preenqueue import run_pre_enqueue
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from shared import keys
-from shared.framework.events import action_type, event_from_label
+from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, action_type, event_from_label
 from shared.framework.interface import ClusterEvent, ClusterObjects
 from shared.framework.profile_map import ProfileMap
 from shared.framework.snapshot import ClusterSnapshot
@@ -163,12 +163,15 @@ class QueueService:
         fences = await asyncio.gather(*(fence(self.rt.js, a, message(a)) for a in batch))
         fenced = [f for f in fences if f.outcome is Outcome.FENCED]
         if fenced:
-            # The attempts can no longer bind: the room they hold at the cache is free.
+            # The attempts can no longer bind: the room they hold at the cache is free,
+            # and pods it turned away get another look (kube moves them when a binding
+            # cycle forgets its pod).
             attempts = [[f.lapsed.key, f.lapsed.cycle] for f in fenced]
             await retry_forever(  # a lost binder's thousands of attempts: sized messages
                 "forget lapsed attempts",
                 lambda: request_all(self.rt.nc, CACHE_BINDING, attempts, "forget_attempts"),
             )
+            self.q.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE)
         for f in fences:
             if f.outcome is Outcome.FENCED:
                 self.q.requeue_lapsed(f.lapsed.key, f.lapsed.cycle, f.seq)

@@ -15,7 +15,7 @@ from nats.aio.msg import Msg
 
 from services.watcher.outbound import Outbound, object_limit, too_large
 from services.watcher.routing import Informer, Routed, immutable_node_name, move, route
-from services.watcher.takeover import take_over
+from services.watcher.takeover import rewind, rewind_point, take_over
 from services.watcher.undo import undo_refused
 from services.watcher.warnings import FieldWarnings
 from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
@@ -23,7 +23,7 @@ from shared.api.models import Pod, PriorityClass
 from shared.api.priority import PriorityClasses, Refused
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE
 from shared.runtime import metrics
-from shared.runtime.consume import consume_batches, stream_sequence
+from shared.runtime.consume import Deliveries, consume_batches, stream_sequence
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request_packed
 from shared.runtime.service import Runtime
@@ -55,21 +55,50 @@ class Watcher:
         self.rejected = metrics.REJECTED_EVENTS.counter(rt.registry)
         self.field_warnings = FieldWarnings()
         self.warnings = metrics.WATCH_EVENT_WARNINGS.counter(rt.registry)
+        self.deliveries = Deliveries()  # to notice deliveries lost with a NATS server
+        self._leave = asyncio.Event()  # ends the current consume round
 
     async def run(self) -> None:
-        durable = ""
-
-        async def take_over_stream() -> None:
-            nonlocal durable
-            durable = await take_over(self.rt.js, self.rt.epoch)
-
-        await retry_forever("take over the cluster stream", take_over_stream)
+        durable = await retry_forever(
+            "take over the cluster stream", lambda: take_over(self.rt.js, self.rt.epoch)
+        )
         await retry_forever("list the priority classes", self._list_priority_classes)
+        while not self.stopping.is_set():
+            await self._consume(durable)
+            if not self.stopping.is_set() and not await self._rewind(durable):
+                await self.stopping.wait()  # deposed: the lease's loss ends this replica
+
+    async def _rewind(self, durable: str) -> bool:
+        """Start the consumer again past the last message handled (see Deliveries);
+        False when a successor deleted it."""
+        js, handled = self.rt.js, self.deliveries.handled
+        after = await retry_forever(
+            "read the cluster stream's position", lambda: rewind_point(js, durable, handled)
+        )
+        if after is None:
+            return False
+        await retry_forever("rewind the cluster stream", lambda: rewind(js, durable, after))
+        self.deliveries.restart()
+        return True
+
+    async def _consume(self, durable: str) -> None:
+        """Until stopped or a delivery went missing; each round on a fresh subscription,
+        so that nothing the consumer sent before a rewind reaches the next round."""
+        self._leave = asyncio.Event()
+        if self.stopping.is_set():
+            return
         psub = await self.rt.js.pull_subscribe_bind(durable, stream=CLUSTER_STREAM)
         self.rt.serving.set()
-        await consume_batches(psub, self.handle_batch, self.stopping, batch=BATCH)
+        await consume_batches(psub, self.handle_batch, self._leave, batch=BATCH)
 
     async def handle_batch(self, msgs: list[Msg]) -> None:
+        msgs, skipped = self.deliveries.take(msgs)
+        if msgs:
+            await self._handle(msgs)
+        if skipped:
+            self._leave.set()
+
+    async def _handle(self, msgs: list[Msg]) -> None:
         limit = body_limit(self.rt.nc.max_payload)
         out = Outbound(limit)
         for index, msg in enumerate(msgs):
@@ -206,3 +235,4 @@ class Watcher:
     async def shutdown(self) -> None:
         """An unfinished batch is never acked, so it is redelivered after a restart."""
         self.stopping.set()
+        self._leave.set()

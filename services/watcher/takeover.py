@@ -7,6 +7,10 @@ once (not after ack_wait, and not acked away by the successor's ack-all), and a
 deposed leader that has not noticed yet can neither fetch nor ack any more: its
 consumer is gone (the watcher's half of fencing; queue and cache also refuse
 its epoch).
+
+A leader whose consumer skipped deliveries (lost with a NATS server, see
+runtime/consume.py Deliveries) rewinds it: the same consumer, created again just
+past the last message the leader handled.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import logging
 
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from shared.subjects import CLUSTER_PREFIX, CLUSTER_STREAM, WATCHER_CONSUMER
 
@@ -78,3 +83,23 @@ async def take_over(js: JetStreamContext, epoch: int) -> str:
             await js.delete_consumer(CLUSTER_STREAM, old.name)
     log.info("consuming the cluster stream as %s from sequence %d", name, after + 1)
     return name
+
+
+async def rewind_point(js: JetStreamContext, name: str, handled: int) -> int | None:
+    """Where this leader's consumer starts again: just past `handled`, or past its ack
+    floor if further; None when the consumer is gone: a successor deleted it, so this
+    leader is deposed and must not bring it back."""
+    try:
+        info = await js.consumer_info(CLUSTER_STREAM, name)
+    except NotFoundError:
+        return None
+    return max(handled, info.ack_floor.stream_seq if info.ack_floor else 0)
+
+
+async def rewind(js: JetStreamContext, name: str, after: int) -> None:
+    """Create this leader's consumer again, delivering from just past `after`; safe to
+    retry (a consumer already deleted, or already created again, is made once more)."""
+    with contextlib.suppress(NotFoundError):
+        await js.delete_consumer(CLUSTER_STREAM, name)
+    await js.add_consumer(CLUSTER_STREAM, consumer_config(name, after))
+    log.warning("deliveries lost with a server: %s starts again from sequence %d", name, after + 1)

@@ -110,13 +110,18 @@ def connect_redis(url: str, creds: Credentials | None = None) -> aioredis.Redis:
     )
 
 
-def stream_config(spec: StreamSpec) -> StreamConfig:
+def stream_config(spec: StreamSpec, replicas: int = 1) -> StreamConfig:
+    """The spec as JetStream's config, kept in `replicas` copies. Durability is chosen
+    per stream in docs/reliability.md: every stream is file-backed and written with the
+    server's default persist mode (never "async", which acks before the write), and
+    fsync is the servers' `sync_interval`, the one knob nats-server has for it."""
     return StreamConfig(
         name=spec.name,
         subjects=list(spec.subjects),
         description=spec.description or None,
         retention=RetentionPolicy(spec.retention),
         storage=StorageType.FILE,
+        num_replicas=replicas,
         max_msgs_per_subject=spec.max_msgs_per_subject,
         max_age=spec.max_age_seconds or None,
         duplicate_window=spec.duplicate_window_seconds,
@@ -124,15 +129,23 @@ def stream_config(spec: StreamSpec) -> StreamConfig:
     )
 
 
-async def ensure_streams(js: JetStreamContext, specs: tuple[StreamSpec, ...] = STREAMS) -> None:
-    """Create every stream ksched needs, or bring an existing one to the spec (idempotent)."""
+async def ensure_streams(
+    js: JetStreamContext, specs: tuple[StreamSpec, ...] = STREAMS, *, replicas: int | None = None
+) -> None:
+    """Create every stream ksched needs, or bring an existing one to the spec (idempotent).
+
+    `replicas` is the services' KSCHED_STREAM_REPLICAS: an existing stream is scaled to
+    it (JetStream moves a clustered stream between R1 and R3 online; its durable
+    consumers follow). Without it (the CLI and tools), a new stream gets one replica and
+    an existing one keeps its count: a user's command never scales the cluster's streams.
+    """
     for spec in specs:
-        config = stream_config(spec)
         try:
             info = await js.stream_info(spec.name)
         except NotFoundError:
-            await js.add_stream(config)
+            await js.add_stream(stream_config(spec, replicas or 1))
             continue
+        config = stream_config(spec, replicas or info.config.num_replicas or 1)
         if _differs(info.config, config):  # publishers may read a stream, not update it
             await js.update_stream(config)
 
@@ -143,6 +156,7 @@ _SPEC_FIELDS = (
     "description",
     "retention",
     "storage",
+    "num_replicas",
     "max_msgs_per_subject",
     "max_age",
     "duplicate_window",

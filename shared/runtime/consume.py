@@ -8,6 +8,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -42,10 +43,59 @@ _ACK_V1_TOKENS = 9  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>
 def stream_sequence(msg: Msg) -> int:
     """The message's stream sequence, read off its ack subject: Msg.metadata parses
     every field and builds a datetime, a cost per message on the watcher's hot path."""
-    tokens = (msg.reply or "").split(".")
-    if len(tokens) == _ACK_V1_TOKENS and tokens[0] == "$JS" and tokens[1] == "ACK":
+    tokens = _ack_tokens(msg)
+    if tokens:
         return int(tokens[5])
     return int(msg.metadata.sequence.stream)  # the v2 form (domains): the library's parse
+
+
+def delivery_sequence(msg: Msg) -> int:
+    """The message's delivery sequence in its consumer: one more for every message the
+    consumer sends out, redeliveries included."""
+    tokens = _ack_tokens(msg)
+    if tokens:
+        return int(tokens[6])
+    return int(msg.metadata.sequence.consumer)
+
+
+def _ack_tokens(msg: Msg) -> list[str]:
+    tokens = (msg.reply or "").split(".")
+    if len(tokens) == _ACK_V1_TOKENS and tokens[0] == "$JS" and tokens[1] == "ACK":
+        return tokens
+    return []
+
+
+@dataclass
+class Deliveries:
+    """The deliveries an ack-all consumer's one reader received, in delivery order.
+
+    A delivery sequence that jumps means deliveries this reader never got: in flight
+    when a server died and the consumer's Raft group moved to another leader, which
+    carries on after them. Acking a later message would ack them away unseen, so the
+    messages before the jump are handed over and the reader must then start the
+    consumer again just past the last one it handled (watcher/takeover.py, rewind).
+    """
+
+    last: int = 0  # delivery sequence of the last message received (0: a new consumer)
+    handled: int = 0  # stream sequence of the last message handed over
+
+    def take(self, msgs: list[Msg]) -> tuple[list[Msg], bool]:
+        """The messages up to a jump, and whether there was one."""
+        for index, msg in enumerate(msgs):
+            seq = delivery_sequence(msg)
+            if seq > self.last + 1:
+                return self._handed(msgs[:index]), True
+            self.last = seq  # a lower one: the new leader sends again what we got
+        return self._handed(msgs), False
+
+    def _handed(self, msgs: list[Msg]) -> list[Msg]:
+        if msgs:
+            self.handled = max(self.handled, stream_sequence(msgs[-1]))
+        return msgs
+
+    def restart(self) -> None:
+        """The consumer was created again: its deliveries count from 1."""
+        self.last = 0
 
 
 class PullFeed:

@@ -13,8 +13,6 @@ get, which a lagging replica may answer), so a read sees every acknowledged writ
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import replace
 
 from nats.js import JetStreamContext
@@ -30,20 +28,6 @@ LEASE_STREAM = f"KV_{LEASE_BUCKET}"
 
 class Outraced(RuntimeError):
     """The record's revision moved since it was read: another write landed first."""
-
-
-def stream_replicas(env: Mapping[str, str] | None = None) -> int:
-    """KSCHED_STREAM_REPLICAS (DESIGN.md, Beyond one machine), default 1. Read here
-    until the deployment settings (runtime/settings.py) carry it."""
-    env = os.environ if env is None else env
-    raw = env.get("KSCHED_STREAM_REPLICAS", "") or "1"
-    try:
-        replicas = int(raw)
-    except ValueError:
-        replicas = 0
-    if not 1 <= replicas <= 5:  # JetStream's limit on a stream's replicas
-        raise ValueError(f"KSCHED_STREAM_REPLICAS must be 1 to 5, got {raw!r}")
-    return replicas
 
 
 async def ensure_lease_bucket(js: JetStreamContext, replicas: int) -> None:

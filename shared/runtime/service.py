@@ -26,7 +26,7 @@ from shared.runtime.elector import LeaderElector, LeaseClients
 from shared.runtime.fencing import EpochFloor, FencedBatch
 from shared.runtime.http import HealthServer
 from shared.runtime.lease import LEADER_ELECTED
-from shared.runtime.leasestore import LeaseStore, ensure_lease_bucket, stream_replicas
+from shared.runtime.leasestore import LeaseStore, ensure_lease_bucket
 from shared.runtime.logs import setup_logging
 from shared.runtime.progress import Progress
 from shared.runtime.retry import retry_forever
@@ -61,7 +61,7 @@ class Runtime:
         self.elector: LeaderElector | None = None
         self.leases: LeaseStore | None = None
         self.holding: asyncio.Task[None] | None = None  # renewing while leading
-        self._lease_replicas = stream_replicas() if settings.service in LEADER_ELECTED else 1
+        self._lease_replicas = settings.stream_replicas if settings.service in LEADER_ELECTED else 1
         self.leader_status = metrics.LEADER_STATUS.gauge(self.registry)
         metrics.PROGRESS_AGE.gauge(self.registry).set_function(
             lambda: self.progress.age(time.monotonic())
@@ -88,7 +88,8 @@ class Runtime:
             self.settings.nats_urls, f"ksched-{self.settings.service}", self.settings.credentials
         )
         self.js = self.nc.jetstream(timeout=10)
-        await retry_forever("ensure streams", lambda: ensure_streams(self.js))
+        replicas = self.settings.stream_replicas
+        await retry_forever("ensure streams", lambda: ensure_streams(self.js, replicas=replicas))
         if self.settings.service in LEADER_ELECTED:
             await retry_forever("open the lease bucket", self._open_leases)
         self.micro = await register(

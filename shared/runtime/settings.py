@@ -8,9 +8,12 @@ from collections.abc import Mapping
 from pydantic import BaseModel, Field, field_validator
 
 from shared.runtime.lease import LeaseConfig, identity, seconds
+from shared.runtime.natsurl import server_list
 from shared.runtime.progress import DEFAULT_STALL_SECONDS, HEARTBEAT_SECONDS
 
 MIN_STALL_SECONDS = 1.0
+# JetStream keeps at most this many copies of a stream (nats-server's StreamMaxReplicas).
+MAX_STREAM_REPLICAS = 5
 
 # Default HTTP port per service; KSCHED_HTTP_PORT overrides, 0 picks a free one.
 DEFAULT_HTTP_PORTS: dict[str, int] = {
@@ -63,9 +66,21 @@ def secret(env: Mapping[str, str], name: str) -> str | None:
         raise ValueError(f"{name}_FILE: cannot read {path}: {err.strerror}") from None
 
 
+def count(env: Mapping[str, str], var: str, *, default: int) -> int:
+    raw = env.get(var, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{var} must be a whole number, got {raw!r}") from None
+
+
 class Settings(BaseModel):
     service: str
     nats_urls: list[str] = Field(default_factory=lambda: ["nats://127.0.0.1:4222"])
+    # replicas of ksched's streams (their durable consumers follow): 3 on a 3-server cluster
+    stream_replicas: int = 1
     redis_url: str = "redis://127.0.0.1:6379/0"
     config_path: str | None = None
     http_host: str = "0.0.0.0"
@@ -85,6 +100,16 @@ class Settings(BaseModel):
         if not urls:
             raise ValueError("KSCHED_NATS_URL names no server")
         return urls
+
+    @field_validator("stream_replicas")
+    @classmethod
+    def _replica_count(cls, replicas: int) -> int:
+        if not 1 <= replicas <= MAX_STREAM_REPLICAS:
+            raise ValueError(
+                f"KSCHED_STREAM_REPLICAS must be from 1 to {MAX_STREAM_REPLICAS} "
+                f"(JetStream's maximum), got {replicas}"
+            )
+        return replicas
 
     @field_validator("stall_seconds")
     @classmethod
@@ -108,7 +133,8 @@ class Settings(BaseModel):
         stall = seconds(env, "KSCHED_STALL_SECONDS")
         return cls(
             service=service,
-            nats_urls=[u.strip() for u in urls.split(",") if u.strip()],
+            nats_urls=server_list(urls),
+            stream_replicas=count(env, "KSCHED_STREAM_REPLICAS", default=1),
             redis_url=env.get("KSCHED_REDIS_URL", "redis://127.0.0.1:6379/0"),
             config_path=config_path(env),
             http_host=env.get("KSCHED_HTTP_HOST", "0.0.0.0"),

@@ -35,9 +35,10 @@ from nats.js.errors import APIError
 from shared.api.models import key_of
 from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, pod_subject
 from shared.tools.client import PodTracker, publish_all
-from shared.tools.devstack import LEADER_ELECTED, LocalStack, restart, running
+from shared.tools.devstack import LEADER_ELECTED, LocalStack, running
 from shared.tools.invariants import AuditReport, audit
 from shared.tools.observe import decided, settle
+from shared.tools.servers import restart
 from shared.tools.synthetic import ZONE, add_anti_affinity, add_spread, make_node, make_pod
 from shared.wire import dump_json
 

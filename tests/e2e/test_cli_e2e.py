@@ -17,7 +17,8 @@ from nats.aio.client import Client as NATS
 from shared.tools.cli.live import discover, scrape
 from shared.tools.cli.top import parse_metrics
 from shared.tools.client import PodTracker
-from shared.tools.devstack import LocalStack, start_nats
+from shared.tools.devstack import LocalStack
+from shared.tools.servers import start_nats
 from shared.tools.synthetic import make_node, make_pod
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,7 @@ from shared.runtime.connections import ensure_streams
 from shared.runtime.publish import Conflict, write_pod
 from shared.subjects import CLUSTER_STREAM, pod_subject
 from shared.tools.client import publish_pod
-from shared.tools.devstack import Server
+from shared.tools.servers import Server
 from shared.tools.synthetic import make_pod
 from shared.wire import decode_user_payload
 

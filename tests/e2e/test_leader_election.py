@@ -25,7 +25,8 @@ from shared.runtime.lease import LeaseConfig, LeaseRecord, Role
 from shared.runtime.leasestore import LeaseStore
 from shared.subjects import CLUSTER_STREAM
 from shared.tools.client import PodTracker, publish_all
-from shared.tools.devstack import LocalStack, Server, running, start_nats
+from shared.tools.devstack import LocalStack, running
+from shared.tools.servers import Server, start_nats
 from shared.tools.synthetic import make_node, make_pod
 from tests.conftest import make_test_stack
 

@@ -15,7 +15,7 @@ from nats.js.api import ConsumerConfig
 
 from shared.runtime import consume
 from shared.runtime.consume import PullFeed, consume_batches
-from shared.tools.devstack import Server
+from shared.tools.servers import Server
 
 pytestmark = pytest.mark.e2e
 

@@ -31,7 +31,7 @@ from shared.subjects import (
     pod_subject,
 )
 from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod
-from shared.tools.devstack import LocalStack, running
+from shared.tools.devstack import LocalStack, ServiceProc, running
 from shared.tools.realistic import docs_pod
 from shared.tools.synthetic import make_node, make_pod
 from shared.wire import body_limit, dump_json, pack
@@ -287,6 +287,14 @@ def one_binder_stack(tmp_path: Path) -> Iterator[LocalStack]:
         yield st
 
 
+async def follow(stack: LocalStack) -> tuple[NATS, PodTracker, ServiceProc]:
+    """A connection, the pods it follows, and the stack's (one) binder."""
+    nc = await nats.connect(stack.nats_url)
+    tracker = PodTracker()
+    await tracker.start(nc)
+    return nc, tracker, next(s for s in stack.services if s.name == "binder")
+
+
 async def assumed(stack: LocalStack, prefix: str) -> int:
     """How many pods named `prefix…` the cache holds as assumed."""
     client = aioredis.Redis.from_url(stack.redis_url)
@@ -308,10 +316,7 @@ async def test_a_binder_frozen_past_its_lease_never_overcommits_a_node(
     pod binds once, and no node holds more cpu than it has (2 pods of 1 cpu per 2-cpu
     node)."""
     stack = one_binder_stack
-    nc = await nats.connect(stack.nats_url)
-    tracker = PodTracker()
-    await tracker.start(nc)
-    binder = next(s for s in stack.services if s.name == "binder")
+    nc, tracker, binder = await follow(stack)
     try:
         js = nc.jetstream()
         await publish_all(js, nodes(10, cpu="2", prefix="old-"))
@@ -327,6 +332,36 @@ async def test_a_binder_frozen_past_its_lease_never_overcommits_a_node(
     finally:
         if binder.proc.poll() is None:
             binder.proc.send_signal(signal.SIGCONT)
+        await nc.close()
+
+
+@pytest.mark.timeout(240)
+async def test_room_a_fenced_attempt_held_gives_turned_away_pods_another_look(
+    one_binder_stack: LocalStack,
+) -> None:
+    """The only binder frozen with two pods of 1 cpu assumed on a 4-cpu node; a pod of
+    3 cpu (a higher priority) is turned away: Insufficient cpu. The freeze outlasts the
+    binding lease, so the queue fences the two attempts and the cache forgets their
+    room: the pod turned away gets another look then (as kube moves pods when a binding
+    cycle forgets its pod), not minutes later, and is assumed while the binder is
+    still frozen."""
+    stack = one_binder_stack
+    nc, tracker, binder = await follow(stack)
+    try:
+        js = nc.jetstream()
+        binder.proc.send_signal(signal.SIGSTOP)
+        await publish_all(js, [make_node("only", cpu="4", memory="64Gi")])
+        await publish_all(js, [make_pod(f"first-{i}", cpu="1") for i in range(2)])
+        assert await eventually(lambda: _is(assumed(stack, "default/first-"), 2), timeout=30)
+        await publish_all(js, [make_pod("big", cpu="3", priority=100)])
+        assert await tracker.wait_until(
+            lambda t: "Insufficient cpu" in t.unschedulable().get("default/big", ""), timeout=30
+        )
+        assert await eventually(
+            lambda: _is(assumed(stack, "default/big"), 1), timeout=BINDING_LEASE + 20
+        )
+    finally:
+        binder.proc.send_signal(signal.SIGCONT)
         await nc.close()
 
 

@@ -9,7 +9,8 @@ import nats
 import pytest
 
 from shared.tools.client import PodTracker, publish_all
-from shared.tools.devstack import LocalStack, restart
+from shared.tools.devstack import LocalStack
+from shared.tools.servers import restart
 from shared.tools.synthetic import make_node, make_pod
 
 pytestmark = pytest.mark.e2e

@@ -26,7 +26,8 @@ from shared.subjects import (
     pod_subject,
 )
 from shared.tools.client import PodTracker, publish_all
-from shared.tools.devstack import SERVICES, LocalStack, Server, start_nats, start_redis
+from shared.tools.devstack import SERVICES, LocalStack
+from shared.tools.servers import Server, start_nats, start_redis
 from shared.tools.synthetic import make_node, make_pod
 
 pytestmark = pytest.mark.e2e

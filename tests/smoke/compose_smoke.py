@@ -22,7 +22,7 @@ import nats
 
 from shared.subjects import STREAMS
 from shared.tools.client import PodTracker, publish_all
-from shared.tools.devstack import free_port
+from shared.tools.servers import free_port
 from shared.tools.synthetic import make_node, make_pod
 
 PROJECT = "ksched-smoke"

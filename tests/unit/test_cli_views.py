@@ -19,7 +19,7 @@ from shared.tools.cli.top import (
     render_frame,
     render_status,
 )
-from shared.tools.devstack import free_port
+from shared.tools.servers import free_port
 from shared.tools.synthetic import make_node, make_pod
 
 NOW = dt.datetime(2024, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -207,5 +207,9 @@ def test_unreachable_nats_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err
     assert err.startswith(f"error: cannot reach NATS at {url}") and "Traceback" not in err
     assert main(["status", "--nats", url]) == 1
+    capsys.readouterr()
+    every = f"{url},nats://127.0.0.1:{free_port()}"  # a cluster with no server up
+    assert main(["get", "pods", "--nats", every]) == 1
+    assert capsys.readouterr().err.startswith(f"error: cannot reach NATS at {every}")
     assert main(["apply", "-f", "/nonexistent/file.yaml", "--nats", url]) == 1
     assert 'error: the path "/nonexistent/file.yaml" does not exist' in capsys.readouterr().err

@@ -67,3 +67,22 @@ def test_the_stall_limit() -> None:
     for bad in ("soon", "-1", "0.2"):
         with pytest.raises(ValueError, match="KSCHED_STALL_SECONDS"):
             Settings.from_env("watcher", {"KSCHED_STALL_SECONDS": bad})
+
+
+def test_every_server_of_a_cluster_in_order() -> None:
+    env = {"KSCHED_NATS_URL": "nats://n1:4222, nats://n2:4222,,nats://n3:4222 "}
+    assert Settings.from_env("worker", env).nats_urls == [
+        "nats://n1:4222",
+        "nats://n2:4222",
+        "nats://n3:4222",
+    ]
+    with pytest.raises(ValueError, match="KSCHED_NATS_URL names no server"):
+        Settings.from_env("worker", {"KSCHED_NATS_URL": " , "})
+
+
+def test_stream_replicas() -> None:
+    assert Settings.from_env("cache", {}).stream_replicas == 1
+    assert Settings.from_env("cache", {"KSCHED_STREAM_REPLICAS": "3"}).stream_replicas == 3
+    for bad in ("three", "0", "6", "-1"):
+        with pytest.raises(ValueError, match="KSCHED_STREAM_REPLICAS"):
+            Settings.from_env("cache", {"KSCHED_STREAM_REPLICAS": bad})

@@ -120,8 +120,8 @@ def stack_pids(stack: LocalStack) -> dict[str, list[int]]:
     pids: dict[str, list[int]] = {"driver": [os.getpid()]}
     for svc in stack.services:
         pids.setdefault(svc.name, []).append(svc.proc.pid)
-    if stack.nats is not None:
-        pids["nats-server"] = [stack.nats.proc.pid]
+    if stack.nats_processes():
+        pids["nats-server"] = [s.proc.pid for s in stack.nats_processes()]
     if stack.redis is not None:
         pids["redis-server"] = [stack.redis.proc.pid]
     return pids
@@ -258,7 +258,7 @@ async def run_workload(
     progress: Callable[[str], None] = print,
 ) -> BenchResult:
     driver = Driver(stack, workload, size, timeout)
-    nc = await nats.connect(stack.nats_url)
+    nc = await nats.connect(servers=stack.nats_urls)
     redis = aioredis.from_url(stack.redis_url)
     try:
         js = nc.jetstream()

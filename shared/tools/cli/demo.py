@@ -23,7 +23,8 @@ import nats
 from shared.config import ConfigError
 from shared.tools.cli.output import warn
 from shared.tools.client import PodTracker, publish_all
-from shared.tools.devstack import LocalStack, find_redis_server
+from shared.tools.devstack import LocalStack
+from shared.tools.servers import find_redis_server
 from shared.tools.synthetic import demo_cluster
 
 SETTLE_SECONDS = 2.0

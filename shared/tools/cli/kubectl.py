@@ -27,6 +27,7 @@ from shared.tools.cli.live import (
     ClusterWatch,
     Entry,
     ServerError,
+    answered,
     connect,
     read_cluster,
     read_events,
@@ -127,7 +128,7 @@ async def apply(nc: NATS, manifests: list[Manifest], out: Out) -> int:
     from shared.tools.cli.apply import plan, pod_lines
 
     js = nc.jetstream()
-    await ensure_streams(js)
+    await answered(lambda: ensure_streams(js))
     watch = await read_cluster(js)
     applied = plan(manifests, current_of(watch), stamp(now_utc()))
     for item in applied:

@@ -9,11 +9,12 @@ import contextlib
 import datetime as dt
 import json
 from asyncio import FIRST_COMPLETED
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import nats
+import nats.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -21,6 +22,7 @@ from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from shared.api.names import object_key
+from shared.runtime.natsurl import server_list
 from shared.subjects import (
     CLUSTER_PREFIX,
     CLUSTER_STREAM,
@@ -40,8 +42,18 @@ CONNECT_TIMEOUT_SECONDS = 3.0
 # Discovery has no count of instances to wait for: answers are collected until none
 # came for DISCOVERY_QUIET_SECONDS (a local instance answers within a few ms), at
 # most DISCOVERY_WAIT_SECONDS; `ksched status --wait S` listens S seconds instead.
+# After a lost server: tries per server (one every half second) before a command gives up.
+RECONNECT_ATTEMPTS = 10
+RECONNECT_WAIT_SECONDS = 0.5
+# A JetStream API request that reaches a leader lost a moment ago goes unanswered, not
+# queued (nats-server's Raft elects another 4-9 s after the leader falls silent): a
+# command asks again, up to this many times nats-py's 5 s timeout.
+API_TRIES = 3
 DISCOVERY_WAIT_SECONDS = 0.5
 DISCOVERY_QUIET_SECONDS = 0.1
+
+
+T = TypeVar("T")
 
 
 class CliError(Exception):
@@ -54,24 +66,27 @@ class ServerError(CliError):
 
 
 async def connect(url: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> NATS:
-    """Connect once, failing fast with a readable error (the services retry forever;
-    a command should not). nats-py keeps retrying a refused connection even without
-    reconnects, so the first error ends the attempt."""
+    """Connect to any server of `url` (comma separated), failing fast with a readable
+    error once every one of them refused (the services retry forever; a command should
+    not). nats-py tries the servers in turn and reports each refusal: a command gives up
+    only when all have refused, so one server down in a cluster goes unnoticed. Once
+    connected, a lost server is replaced by another (a `get -w` outlives a failover)."""
+    servers = server_list(url)
     errors: list[Exception] = []
     failed = asyncio.Event()
 
     async def remember(err: Exception) -> None:  # instead of nats-py's log line per try
         errors.append(err)
-        failed.set()
+        if len(errors) >= len(servers):
+            failed.set()
 
-    servers = [u.strip() for u in url.split(",") if u.strip()]
     connecting = asyncio.ensure_future(
         nats.connect(
             servers=servers,
             name="ksched-cli",
             connect_timeout=2,
-            allow_reconnect=False,
-            max_reconnect_attempts=0,
+            max_reconnect_attempts=RECONNECT_ATTEMPTS,
+            reconnect_time_wait=RECONNECT_WAIT_SECONDS,
             error_cb=remember,
         )
     )
@@ -87,6 +102,17 @@ async def connect(url: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> NATS:
     raise CliError(
         f"cannot reach NATS at {url} ({cause}); is ksched running? (set --nats or KSCHED_NATS_URL)"
     )
+
+
+async def answered(request: Callable[[], Awaitable[T]]) -> T:
+    """A JetStream API request, asked again while it goes unanswered (see API_TRIES)."""
+    for _ in range(API_TRIES - 1):
+        with contextlib.suppress(nats.errors.TimeoutError):
+            return await request()
+    try:
+        return await request()
+    except nats.errors.TimeoutError:
+        raise CliError("NATS did not answer: no JetStream leader for the stream?") from None
 
 
 async def require_stream(js: JetStreamContext, stream: str = CLUSTER_STREAM) -> int:
@@ -130,13 +156,15 @@ class ClusterWatch:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self, js: JetStreamContext) -> None:
-        if await require_stream(js) == 0:
+        if await answered(lambda: require_stream(js)) == 0:
             self.synced.set()
-        await js.subscribe(
-            f"{CLUSTER_PREFIX}.>",
-            cb=self._on_msg,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.ALL,
+        await answered(
+            lambda: js.subscribe(
+                f"{CLUSTER_PREFIX}.>",
+                cb=self._on_msg,
+                ordered_consumer=True,
+                deliver_policy=DeliverPolicy.ALL,
+            )
         )
         try:
             await asyncio.wait_for(self.synced.wait(), REPLAY_TIMEOUT_SECONDS)
@@ -202,7 +230,9 @@ async def read_events(js: JetStreamContext, subject: str) -> list[dict[str, Any]
     """The Event objects on `subject` (wildcards allowed) still in the age-limited
     events stream, oldest first."""
     try:
-        sub = await js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL)
+        sub = await answered(
+            lambda: js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL)
+        )
     except NotFoundError:  # no events stream: no ksched service ever ran here
         return []
     events = []

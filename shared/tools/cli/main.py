@@ -34,6 +34,7 @@ VERBS = {
     "bench-queue": ("shared.tools.bench.queue", "run_bench_queue"),
     "bench-baseline": ("shared.tools.bench.baseline", "run_bench_baseline"),
     "bench-scale": ("shared.tools.bench.scale", "run_bench_scale"),
+    "bench-replicas": ("shared.tools.bench.replicas", "run_bench_replicas"),
 }
 
 
@@ -109,6 +110,13 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         from shared.tools.bench.suite import add_arguments
 
         add_arguments(bench_parser)
+    replicas_parser = sub.add_parser(
+        "bench-replicas", help="SchedulingBasic on NATS R1, a cluster R1, R3, R3 fsynced"
+    )
+    if command == "bench-replicas":
+        from shared.tools.bench.replicas import add_arguments as add_replicas_arguments
+
+        add_replicas_arguments(replicas_parser)
 
     bs = sub.add_parser(
         "bench-scale",
