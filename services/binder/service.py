@@ -119,9 +119,16 @@ class Binder:
             await self.rt.js.add_consumer(BIND_STREAM, config)
         except Exception as err:
             log.warning("bind consumer config not applied: %s", err)
-        psub = await self.rt.js.pull_subscribe(
-            BIND_SUBJECT, durable=BINDER_CONSUMER, stream=BIND_STREAM, config=config
-        )
+        psub: Any = None
+
+        async def bind_consumer() -> None:
+            # on a cluster, the consumer's replicas may still be electing a leader
+            nonlocal psub
+            psub = await self.rt.js.pull_subscribe(
+                BIND_SUBJECT, durable=BINDER_CONSUMER, stream=BIND_STREAM, config=config
+            )
+
+        await retry_forever("subscribe to the bind work queue", bind_consumer)
         await self.rt.nc.subscribe(PERMIT_VERDICTS, cb=self._on_verdicts)
         self.rt.serving.set()
         waiter = asyncio.create_task(self.permit.run(self.stopping))
