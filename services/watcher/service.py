@@ -14,13 +14,13 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from services.watcher.outbound import Outbound, object_limit, too_large
-from services.watcher.routing import Informer, Routed, immutable_node_name, move, route
 from services.watcher.takeover import take_over
 from services.watcher.undo import undo_refused
 from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
 from shared.api.models import Pod, PriorityClass
 from shared.api.priority import PriorityClasses, Refused
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE
+from shared.routing import Informer, Routed, immutable_node_name, move, route
 from shared.runtime import metrics
 from shared.runtime.consume import consume_batches, stream_sequence
 from shared.runtime.retry import retry_forever

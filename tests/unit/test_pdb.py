@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from services.watcher.routing import route
 from services.worker.preempt import PdbWatch
 from shared.api.events import BadEvent, decode_cluster_event
 from shared.api.pdb import PodDisruptionBudget
+from shared.routing import route
 from shared.subjects import pdb_subject
 from shared.tools.synthetic import make_pdb
 
