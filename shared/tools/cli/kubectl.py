@@ -266,7 +266,7 @@ def explain_live(
     from shared.framework.runtime import Framework
     from shared.framework.types import PodInfo
     from shared.plugins import REGISTRY
-    from shared.tools.cli.simulate import build_cluster, explain
+    from shared.tools.cli.simulate import build_cluster, explain_report
 
     config = load_config(config_path)
     info = PodInfo.of(pod)
@@ -278,7 +278,8 @@ def explain_live(
     objects = [e.obj for e in watch.nodes.values()] + [
         e.obj for e in watch.pods.values() if (e.obj.get("spec") or {}).get("nodeName")
     ]
-    return explain(Framework.from_profile(profile, REGISTRY), info, build_cluster(objects), seed=0)
+    fw = Framework.from_profile(profile, REGISTRY)
+    return explain_report(fw, info, build_cluster(objects), seed=0)
 
 
 # --- entry point --------------------------------------------------------------------
