@@ -23,6 +23,7 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from shared.messages import WhatIfRequest
 from shared.subjects import CLUSTER_STREAM, WHATIF, priority_class_subject
+from shared.tools.cli.describe import groups_table
 from shared.tools.cli.live import CliError, connect
 from shared.tools.cli.manifests import Manifest, ManifestError, load_objects, read_all
 from shared.tools.cli.namespaces import in_namespace
@@ -130,7 +131,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         return lines
     lines.append(_decision(report))
     lines += ["", "Filter (nodes with the same verdicts together):"]
-    lines += indent(groups_table(report["groups"], report.get("groupsOmitted", 0)))
+    lines += indent(groups_table(report))
     if report["scores"]:
         lines += ["", f"Score (the best {len(report['scores'])} of {report['feasible']}):"]
         lines += indent(scores_table(report["scores"]))
@@ -156,18 +157,6 @@ def _decision(report: dict[str, Any]) -> str:
             "feasible nodes, from where its last cycle stopped: it may pick another"
         )
     return text
-
-
-def groups_table(groups: list[dict[str, Any]], omitted: int) -> str:
-    rows = []
-    for g in groups:
-        verdicts = g["verdicts"]
-        reason = "; ".join(f"{p}: {v.split(': ', 1)[-1]}" for p, v in verdicts.items())
-        examples = ", ".join(g["nodes"]) + (", ..." if g["count"] > len(g["nodes"]) else "")
-        rows.append([str(g["count"]), reason or "fits", examples])
-    if omitted:
-        rows.append(["", f"({omitted} more groups)", ""])
-    return render_table(["NODES", "VERDICT", "E.G."], rows)
 
 
 def scores_table(scores: list[dict[str, Any]]) -> str:
