@@ -12,7 +12,15 @@ from shared.api.resources import pod_limits as spec_limits
 from shared.api.resources import pod_requests
 from shared.framework.types import allocatable_of
 from shared.tools.cli.events import interval
-from shared.tools.cli.tables import NONE, age, node_roles, percent, pod_status, render_table
+from shared.tools.cli.tables import (
+    NONE,
+    age,
+    groups_table,
+    node_roles,
+    percent,
+    pod_status,
+    render_table,
+)
 
 BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 SHOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage")
@@ -161,18 +169,6 @@ def explanation_lines(report: dict[str, Any]) -> list[str]:
         score = next((s["total"] for s in report.get("scores", []) if s["node"] == chosen), None)
         lines.append(f"  It would go to {chosen} now" + (f" (score {score})" if score else ""))
     return lines
-
-
-def groups_table(report: dict[str, Any]) -> str:
-    """A what-if report's node groups: how many nodes, their verdicts, some of them."""
-    rows = []
-    for g in report.get("groups", []):
-        reason = "; ".join(f"{p}: {v.split(': ', 1)[-1]}" for p, v in g["verdicts"].items())
-        examples = ", ".join(g["nodes"]) + (", ..." if g["count"] > len(g["nodes"]) else "")
-        rows.append([str(g["count"]), reason or "fits", examples])
-    if report.get("groupsOmitted"):
-        rows.append(["", f"({report['groupsOmitted']} more groups)", ""])
-    return render_table(["NODES", "VERDICT", "E.G."], rows)
 
 
 def event_lines(events: Sequence[dict[str, Any]], now: dt.datetime) -> list[str]:

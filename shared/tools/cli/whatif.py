@@ -23,12 +23,16 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from shared.messages import WhatIfRequest
 from shared.subjects import CLUSTER_STREAM, WHATIF, priority_class_subject
-from shared.tools.cli.describe import groups_table
 from shared.tools.cli.live import CliError, connect
-from shared.tools.cli.manifests import Manifest, ManifestError, load_objects, read_all
-from shared.tools.cli.namespaces import in_namespace
+from shared.tools.cli.manifests import (
+    WORKLOAD_KINDS,
+    Manifest,
+    ManifestError,
+    load_objects,
+    read_all,
+)
 from shared.tools.cli.output import emit, warn
-from shared.tools.cli.tables import render_table
+from shared.tools.cli.tables import groups_table, render_table
 from shared.wire import dump_json
 
 REQUEST_TIMEOUT_SECONDS = 10
@@ -38,15 +42,9 @@ SERVICE_ERROR_HEADER = "Nats-Service-Error"  # nats.micro's error reply
 def request_of(
     manifests: list[Manifest], config: dict[str, Any] | None, node: str | None, top: int
 ) -> WhatIfRequest:
-    """The request for the one Pod or workload in `manifests` (pure)."""
-    from shared.tools.cli.workloads import (
-        WORKLOAD_KINDS,
-        expand,
-        validate_owner,
-        validate_pod,
-        with_default_selector,
-    )
-
+    """The request for the one Pod or workload in `manifests` (pure). A Pod goes as it
+    is (the worker validates it and says what is wrong); the workload modules load only
+    for a workload (the command starts faster without them)."""
     found = [m for m in manifests if m.obj.get("kind") in ("Pod", *WORKLOAD_KINDS)]
     if len(found) != 1:
         raise ManifestError(f"expected one Pod or workload, found {len(found)}")
@@ -54,9 +52,15 @@ def request_of(
     if m.obj["kind"] == "DaemonSet":
         raise m.error("a DaemonSet places one pod per node by design: ask about its pod")
     if m.obj["kind"] == "Pod":
-        validate_pod(m, m.obj)
         pods = [m.obj]
     else:
+        from shared.tools.cli.workloads import (
+            expand,
+            validate_owner,
+            validate_pod,
+            with_default_selector,
+        )
+
         m = with_default_selector(m)
         validate_owner(m)
         pods = expand(m, [])
@@ -223,7 +227,11 @@ def indent(table: str) -> list[str]:
 
 def run_whatif(args: argparse.Namespace) -> int:
     try:
-        manifests = in_namespace(read_all(args.filename), args.namespace)
+        manifests = read_all(args.filename)
+        if args.namespace is not None:
+            from shared.tools.cli.namespaces import in_namespace
+
+            manifests = in_namespace(manifests, args.namespace)
         config = None
         if args.config:
             docs = load_objects(args.config)
