@@ -87,11 +87,11 @@ def as_created(pod: dict[str, Any]) -> dict[str, Any]:
 async def admitted(nc: NATS, pod: dict[str, Any]) -> dict[str, Any]:
     """Priority admission for a pod that names a PriorityClass (the one it names is read
     from the cluster stream); a global default class is not looked up."""
-    from shared.api.priority import PriorityClass, PriorityClasses, Refused
-
     name = (pod.get("spec") or {}).get("priorityClassName")
     if not name:
         return pod
+    from shared.api.priority import PriorityClass, PriorityClasses, Refused
+
     classes = PriorityClasses()
     try:
         msg = await nc.jetstream().get_last_msg(CLUSTER_STREAM, priority_class_subject(name))
