@@ -72,7 +72,7 @@ class Worker:
             for name, fw in profiles.items()
         }
         frameworks = list(profiles.values())
-        self.whatif = WhatIf(self.snapshot, rt.config, profiles, self.providers)
+        self.whatif = WhatIf(rt.redis, self.objects, rt.config, self.providers)
         self.nominated_version = 0
         self.per_pod_seconds = 0.0  # recent wall time per pod, smoothed
         self.stopping = asyncio.Event()

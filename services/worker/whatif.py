@@ -1,23 +1,24 @@
 """The worker's what-if endpoint (subjects.WHATIF): `ksched whatif` asks, one worker
-answers (nats.micro endpoints share a queue group), against the snapshot it schedules
-from: the cache's committed NodeInfos plus what this worker assumed and the cache has
-not confirmed yet, and the pods nominated to each node. Nothing is written: the
-replicas a workload places are assumed onto the snapshot and taken back before the
-handler returns (shared/framework/whatif.py), and no await separates the two, so the
-worker's lanes never see them.
+answers (nats.micro endpoints share a queue group), against the committed state: the
+cache's NodeInfos in Redis (assumed pods included), read the way the worker's own
+snapshot reads them, with the pods nominated to each node and the PodDisruptionBudgets
+the worker watches. Nothing is written.
 
-The work is synchronous, like a lane's scheduling cycle: a few tens of milliseconds at
-5000 nodes for one pod, plus one cycle per further replica (capped at
-whatif.MAX_REPLICAS).
+The what-if keeps a snapshot of its own, made at the first request and refreshed
+(incrementally, by generation) at each, and computes in a thread with frameworks of its
+own: the worker's lanes never wait for it (the event loop stays free) and never see the
+replicas a workload's what-if assumes onto that snapshot (shared/framework/whatif.py
+takes them back before it returns). Requests take turns.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Mapping
 from typing import Any
 
+import redis.asyncio as aioredis
 from nats.micro.request import Request
 from nats.micro.service import Service
 from pydantic import ValidationError
@@ -25,6 +26,7 @@ from pydantic import ValidationError
 from shared.api.models import describe_validation_error
 from shared.config import ConfigError, SchedulerConfiguration, parse_config
 from shared.framework.handle import HandleProviders
+from shared.framework.interface import ClusterObjects
 from shared.framework.profile_map import ProfileMap
 from shared.framework.whatif import MAX_REPLICAS, WhatIfLimits, replica_pods, what_if
 from shared.messages import WhatIfRequest
@@ -82,22 +84,25 @@ def fit_report(report: dict[str, Any], limit: int) -> bytes:
 
 
 class WhatIf:
-    """Answers what-if requests from the worker's snapshot, profiles and providers."""
+    """Answers what-if requests; `providers` are the worker's (read: copied per request)."""
 
     def __init__(
         self,
-        snapshot: Snapshot,
+        redis: aioredis.Redis,
+        objects: ClusterObjects,
         config: SchedulerConfiguration,
-        profiles: Mapping[str, Any],
         providers: HandleProviders,
     ) -> None:
-        self.snapshot = snapshot
+        self.redis = redis
+        self.objects = objects
         self.config = config
-        self.profiles = profiles
-        self.providers = providers
+        self.worker_providers = providers
+        self.providers = HandleProviders()  # this endpoint's copy, what its plugins read
+        self.profiles = ProfileMap(config, REGISTRY, self.providers)
+        self.snapshot: Snapshot | None = None  # made at the first request
+        self.turn = asyncio.Lock()
 
     async def answer(self, req: WhatIfRequest) -> dict[str, Any]:
-        await self.snapshot.refresh()  # the committed state as of now
         config, profiles = self.config, self.profiles
         if "config" in req:
             config = parse_config(req["config"], "config")
@@ -110,14 +115,32 @@ class WhatIf:
         fw = profiles.get(name)
         if fw is None:
             raise WhatIfError(f"no profile serves schedulerName {name!r}")
-        return what_if(
-            fw,
-            pods,
-            self.snapshot.cluster(),
-            percentage=config.percentage_of_nodes_to_score,
-            node=req.get("node"),
-            limits=WhatIfLimits(top=int(req.get("top", WhatIfLimits.top))),
-        )
+        limits = WhatIfLimits(top=int(req.get("top", WhatIfLimits.top)))
+        async with self.turn:
+            if self.snapshot is None:
+                self.snapshot = Snapshot(self.redis, self.objects)
+            await self.snapshot.refresh()  # the committed state as of now
+            self._copy_providers()
+            snapshot = self.snapshot
+            return await asyncio.to_thread(
+                lambda: what_if(
+                    fw,
+                    pods,
+                    snapshot.cluster(),
+                    percentage=config.percentage_of_nodes_to_score,
+                    node=req.get("node"),
+                    limits=limits,
+                )
+            )
+
+    def _copy_providers(self) -> None:
+        """What the worker knows beyond the snapshot, as of now: the lanes change theirs
+        while the thread reads this copy."""
+        worker, mine = self.worker_providers, self.providers
+        mine.nominated = {node: list(pods) for node, pods in worker.nominated.items()}
+        mine.pdbs[:] = list(worker.pdbs)
+        mine.terminating = dict(worker.terminating)
+        mine.pod_groups = dict(worker.pod_groups)
 
     async def start(self, svc: Service, max_payload: int) -> None:
         async def handler(msg: Request) -> None:
