@@ -78,7 +78,7 @@ class Explanation:
     # plugin -> its raw and normalized scores of the feasible nodes (in their order)
     scores: dict[str, PluginScoreList] = field(default_factory=dict)
     totals: dict[str, int] = field(default_factory=dict)  # feasible node -> weighted sum
-    _index: dict[str, int] | None = None
+    _index: dict[str, int] | None = field(default=None, init=False, repr=False)
 
     @property
     def best(self) -> list[str]:

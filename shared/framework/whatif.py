@@ -11,7 +11,7 @@ snapshot before the next one is scheduled, as the worker's batch does, and every
 assumption is taken back before `what_if` returns.
 
 The worker answers what-if requests with it (services/worker/whatif.py), against the
-snapshot it schedules from.
+committed state; `ksched describe pod` runs it against the cluster stream.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import FitError
-from shared.framework.explain import PASSED, SKIPPED, Explanation, explain
+from shared.framework.explain import PASSED, SKIPPED, Explanation, explain, verdict_of
 from shared.framework.interface import PostFilterResult
 from shared.framework.preemption import AllowedDisruptions
 from shared.framework.runtime import Framework
@@ -150,8 +150,9 @@ def _explanation(ex: Explanation, limits: WhatIfLimits, node: str | None) -> dic
     groups, omitted = group_nodes(
         {n: ex.verdicts(n) for n in (*ex.failed, *ex.not_candidates)}, ex.nodes, limits
     )
-    if not pre.ok:
-        groups = [{"count": len(ex.nodes), "verdicts": {"PreFilter": pre.message()}, "nodes": []}]
+    if not pre.ok:  # every node rejected alike, by the PreFilter plugin
+        verdicts = {pre.plugin or "PreFilter": verdict_of(pre)}
+        groups = [{"count": len(ex.nodes), "verdicts": verdicts, "nodes": ex.nodes[:1]}]
     best = ex.best
     top = sorted(ex.totals.items(), key=lambda kv: (-kv[1], kv[0]))[: limits.top]
     out: dict[str, Any] = {

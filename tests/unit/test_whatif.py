@@ -193,3 +193,36 @@ def test_single_pod_reports_no_replica_section(replicas: int) -> None:
     snap = cluster([make_node("n1").capacity(cpu="4", pods=10)])
     report = what_if(framework(snap), replica_pods(make_pod("p").obj(), replicas), snap)
     assert ("replicas" in report) == (replicas > 1)
+
+
+def by_names(*names: list[str]) -> dict[str, Any]:
+    """A pod whose required node affinity names nodes (NodeAffinity's PreFilter reads it):
+    one matchFields requirement per list, all in one term."""
+    raw = make_pod("p").obj()
+    fields = [{"key": "metadata.name", "operator": "In", "values": v} for v in names]
+    raw["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": fields}]
+            }
+        }
+    }
+    return raw
+
+
+def test_nodes_a_prefilter_leaves_out_are_grouped_as_not_candidates() -> None:
+    snap = cluster([make_node(f"n{i}").capacity(cpu="4", pods=10) for i in range(3)])
+    report = what_if(framework(snap), [PodInfo.of(by_names(["n1"]))], snap)
+    assert report["chosen"] == "n1" and report["feasible"] == 1
+    groups = {tuple(g["nodes"]): g["verdicts"] for g in report["groups"]}
+    assert groups == {("n0", "n2"): {"PreFilter": "not a candidate"}, ("n1",): {}}
+
+
+def test_a_prefilter_rejection_is_one_group_of_every_node() -> None:
+    snap = cluster([make_node(f"n{i}").capacity(cpu="4", pods=10) for i in range(3)])
+    report = what_if(framework(snap), [PodInfo.of(by_names(["n0"], ["n1"]))], snap)
+    assert report["chosen"] is None and report["preFilter"]["plugin"] == "NodeAffinity"
+    [group] = report["groups"]
+    assert group["count"] == 3
+    assert group["verdicts"]["NodeAffinity"].startswith("UnschedulableAndUnresolvable: ")
+    assert report["message"].startswith("0/3 nodes are available: ")
