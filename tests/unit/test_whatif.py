@@ -4,6 +4,7 @@ placed one by one, and a snapshot left exactly as it was."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.worker.whatif import WhatIfError, fit_report, read_request
 from shared.api.pdb import PodDisruptionBudget
 from shared.config import Profile
 from shared.framework.cycle_state import CycleState
@@ -226,3 +228,29 @@ def test_a_prefilter_rejection_is_one_group_of_every_node() -> None:
     assert group["count"] == 3
     assert group["verdicts"]["NodeAffinity"].startswith("UnschedulableAndUnresolvable: ")
     assert report["message"].startswith("0/3 nodes are available: ")
+
+
+def test_a_report_is_cut_to_fit_the_max_payload() -> None:
+    groups = [{"count": 1, "verdicts": {"P": "x" * 50}, "nodes": [f"n{i}"]} for i in range(1000)]
+    placements = {f"node-{i}": 1 for i in range(1000)}
+    report = {"groups": groups, "scores": [], "best": [], "replicas": {"placements": placements}}
+    body = fit_report(report, 5000)
+    assert len(body) <= 5000
+    fitted = json.loads(body)
+    assert fitted["truncated"] and 0 < len(fitted["groups"]) < 1000
+    assert fitted["groups"][0] == groups[0]  # the largest groups come first and stay
+    small = {"groups": groups[:2], "scores": [], "best": []}
+    assert "truncated" not in json.loads(fit_report(small, 5000))
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"not json", "not JSON"),
+        (b"[]", '"pod"'),
+        (b'{"pod": {}, "replicas": 0}', "replicas"),
+    ],
+)
+def test_a_request_it_cannot_read_is_refused_with_the_reason(data: bytes, reason: str) -> None:
+    with pytest.raises(WhatIfError, match=reason):
+        read_request(data)
