@@ -5,7 +5,8 @@ assume locally (PostFilter preemption for a pod that fits nowhere) -> commit the
 batch's assumptions at the cache (commit.py; validated there) -> Permit (permit.py)
 -> hand the committed pods to binders -> record failures (and preemption's act
 phase, preempt.py) -> report to the queue. A refused assume is a conflict: refresh
-and retry that pod, bounded.
+and retry that pod, bounded. Beside the lanes, the worker answers operators' what-if
+requests (whatif.py).
 """
 
 from __future__ import annotations
