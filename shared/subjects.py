@@ -81,6 +81,10 @@ INSTANCE_PREFIX = "ksched.internal.svc"
 QUEUE_SERVICE_NAME = f"{MICRO_PREFIX}queue"
 QUEUE_PENDING = "ksched.internal.queue.pending"
 QUEUE_STATS = "ksched.internal.queue.stats"
+# operator -> any worker (nats.micro endpoint `whatif`, queue group): schedule a pod or
+# a workload against the worker's committed snapshot without writing anything (JSON,
+# messages.WhatIfRequest). Outside ksched.internal: the operator user asks it.
+WHATIF = "ksched.operator.whatif"
 CACHE_EVENTS = "ksched.internal.cache.events"  # watcher -> cache: nodes, assigned pods
 CACHE_ASSUME = "ksched.internal.cache.assume"  # worker -> cache: validate-then-commit
 CACHE_BINDING = "ksched.internal.cache.binding"  # binder -> cache: finish-binding / forget

@@ -5,7 +5,8 @@ assume locally (PostFilter preemption for a pod that fits nowhere) -> commit the
 batch's assumptions at the cache (commit.py; validated there) -> Permit (permit.py)
 -> hand the committed pods to binders -> record failures (and preemption's act
 phase, preempt.py) -> report to the queue. A refused assume is a conflict: refresh
-and retry that pod, bounded.
+and retry that pod, bounded. Beside the lanes, the worker answers operators' what-if
+requests (whatif.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from services.worker.attempt import Attempt, queued_report
 from services.worker.commit import Committer
 from services.worker.permit import PermitPhase
 from services.worker.preempt import PreemptionPhase, watch_pdbs
+from services.worker.whatif import WhatIf
 from shared.api.podstatus import scheduler_name, with_nominated_node
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import FitError
@@ -71,6 +73,7 @@ class Worker:
             for name, fw in profiles.items()
         }
         frameworks = list(profiles.values())
+        self.whatif = WhatIf(rt.redis, self.objects, rt.config, self.providers)
         self.nominated_version = 0
         self.per_pod_seconds = 0.0  # recent wall time per pod, smoothed
         self.stopping = asyncio.Event()
@@ -97,6 +100,8 @@ class Worker:
         await retry_forever(
             "watch Services and controllers", lambda: watch_owners(js, self.objects)
         )
+        if self.rt.micro is not None:
+            await self.whatif.start(self.rt.micro, self.rt.nc.max_payload)
         self.rt.serving.set()  # it only asks others: it serves as soon as it runs
         await asyncio.gather(*(self._lane() for _ in range(LANES)))
 

@@ -14,7 +14,12 @@ import importlib
 import sys
 from typing import Any
 
-from shared.tools.cli.args import KschedParser, add_kubectl_verbs, command_of
+from shared.tools.cli.args import (
+    KschedParser,
+    add_kubectl_verbs,
+    add_whatif_arguments,
+    command_of,
+)
 
 # verb -> (module, function taking the parsed arguments): imported when it runs
 KUBECTL = ("shared.tools.cli.kubectl", "run")
@@ -28,6 +33,7 @@ VERBS = {
     "status": ("shared.tools.cli.top", "run"),
     "demo": ("shared.tools.cli.demo", "run_demo"),
     "simulate": ("shared.tools.cli.simulate", "run_simulate"),
+    "whatif": ("shared.tools.cli.whatif", "run_whatif"),
     "conformance": ("shared.tools.cli.conformance", "run_conformance"),
     "bench": ("shared.tools.bench.suite", "run_bench"),
     "bench-cycle": ("shared.tools.bench.cycle", "run_bench_cycle"),
@@ -76,6 +82,11 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     sim.add_argument("--config", help="a KubeSchedulerConfiguration file")
     sim.add_argument("-o", "--output", choices=("table", "json"), default="table")
     sim.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
+
+    wi = sub.add_parser(
+        "whatif", help="where a pod or workload would go now, and why (writes nothing)"
+    )
+    add_whatif_arguments(wi)
 
     bench = sub.add_parser("bench-cycle", help="time one scheduling cycle (pure framework)")
     bench.add_argument("--nodes", type=int, nargs="+", default=[500, 5000])
