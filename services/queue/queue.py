@@ -165,6 +165,10 @@ class SchedulingQueue(LapsedAttempts):
         dirty, self.dirty = self.dirty, set()
         return dirty
 
+    def unschedulable_pods(self) -> dict[tuple[str, str], int]:
+        """scheduler_unschedulable_pods: (plugin, profile) -> waiting pods it rejected."""
+        return dict(self._placements.unschedulable_pods)
+
     def take_incoming(self) -> Counter[tuple[str, str]]:
         """scheduler_queue_incoming_pods_total increments since the last call."""
         return self._placements.take_incoming()
@@ -244,6 +248,7 @@ class SchedulingQueue(LapsedAttempts):
         if qpi.where != GATED:
             self._place(qpi, GATED, event)
         qpi.unschedulable_plugins, qpi.message = [gating.plugin], gating.message
+        self._placements.recount(qpi)  # the gating plugin may have changed in place
         self.dirty.add(qpi.key)
 
     def _update_nomination(
