@@ -19,6 +19,7 @@ from typing import Any
 from services.queue.fence import Lapsed, Outcome, fence, lapse_message
 from services.queue.hints import QueueingHints, hints_of, queue_sort_key
 from services.queue.inspect import start_inspection, stats_reply
+from services.queue.notready import NotReadyReporter
 from services.queue.podinfo import BINDING
 from services.queue.preenqueue import run_pre_enqueue
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
@@ -107,6 +108,7 @@ class QueueService:
         self.hint_errors = metrics.QUEUE_HINT_ERRORS.counter(reg)
         self.unschedulable = metrics.UNSCHEDULABLE_PODS.gauge(reg)
         self._unschedulable_seen: set[tuple[str, str]] = set()  # label sets set so far
+        self.not_ready = NotReadyReporter(rt.nc)  # tells why PreEnqueue rejects a pod
         record_frameworks(profiles.values(), reg)  # PreEnqueue's durations
         self._hint_errors_seen = 0
 
@@ -294,6 +296,8 @@ class QueueService:
         for (queue, event), n in self.q.take_incoming().items():
             self.incoming.labels(queue, event).inc(n)
         self._set_unschedulable_pods()
+        for qpi in self.q.take_pre_enqueue_rejected():
+            self.not_ready.rejected(qpi)
         self.inflight_events.set(self.q.inflight_events)
         if self.hints.errors > self._hint_errors_seen:
             self.hint_errors.inc(self.hints.errors - self._hint_errors_seen)
