@@ -11,15 +11,20 @@ FailedScheduling says why it waits.
 
 Written once per reason: a pod whose condition already says the same is left alone
 (KEP-5501's de-duplication against the pod's own status). Each write is conditional
-on the pod version the rejection was decided on; a pod changed meanwhile is
-re-evaluated on its update. Not done (KEP-5501 beta): the 5 s delay before writing
-and the clearing of the condition once PreEnqueue passes; a pod let through is
+on the pod version the rejection was decided on, so a pod changed meanwhile is not
+written (its update runs PreEnqueue again). A NotReadyForScheduling write waits
+NOT_READY_DELAY first, KEP-5501's delay against transient rejections: a pod updated
+within it (let in, or rejected for another reason) is not written for the old one.
+Not done: clearing the condition once PreEnqueue passes; a pod let through is
 attempted next, and its attempt writes PodScheduled.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import heapq
+import itertools
 import logging
 from typing import Any, NamedTuple
 
@@ -39,6 +44,7 @@ from shared.runtime.publish import Conflict, publish_event, write_pod
 log = logging.getLogger("ksched.queue")
 
 MAX_IN_FLIGHT = 64  # writes at once: a burst of gated pods must not flood NATS
+NOT_READY_DELAY = 5.0  # KEP-5501's hardcoded delay before a NotReadyForScheduling write
 
 
 class NotReady(NamedTuple):
@@ -71,24 +77,51 @@ class _Rejection(NamedTuple):
 
 
 class NotReadyReporter:
-    """Writes rejections off the queue's event path: one task drains what is pending,
-    MAX_IN_FLIGHT at a time; a pod rejected again before its turn is written once."""
+    """Writes rejections off the queue's event path: one task writes those due,
+    MAX_IN_FLIGHT at a time; a pod rejected again before its turn is written once,
+    for its latest rejection."""
 
-    def __init__(self, nc: NATS) -> None:
+    def __init__(self, nc: NATS, delay: float = NOT_READY_DELAY) -> None:
         self._nc = nc
-        self._pending: dict[str, _Rejection] = {}
+        self._delay = delay
+        self._latest: dict[str, _Rejection] = {}  # key -> its rejection to write
+        self._due: list[tuple[float, int, str, _Rejection]] = []  # heap by due time
+        self._order = itertools.count()
+        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def rejected(self, qpi: QueuedPodInfo) -> None:
         plugin = qpi.unschedulable_plugins[0] if qpi.unschedulable_plugins else ""
-        self._pending[qpi.key] = _Rejection(qpi.raw, qpi.raw_seq, plugin, qpi.message)
+        rejection = _Rejection(qpi.raw, qpi.raw_seq, plugin, qpi.message)
+        # SchedulingGated stands for what kube-apiserver writes when the pod is created
+        delay = 0.0 if plugin == SCHEDULING_GATES else self._delay
+        due = asyncio.get_running_loop().time() + delay
+        self._latest[qpi.key] = rejection
+        heapq.heappush(self._due, (due, next(self._order), qpi.key, rejection))
+        self._wake.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain())
 
+    async def idle(self) -> None:
+        """Until every rejection handed over is written or dropped."""
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+
     async def _drain(self) -> None:
-        while self._pending:
-            keys = list(self._pending)[:MAX_IN_FLIGHT]
-            batch = [self._pending.pop(k) for k in keys]
+        loop = asyncio.get_running_loop()
+        while self._due:
+            wait = self._due[0][0] - loop.time()
+            if wait > 0:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+                continue
+            batch: list[_Rejection] = []
+            while self._due and self._due[0][0] <= loop.time() and len(batch) < MAX_IN_FLIGHT:
+                _, _, key, rejection = heapq.heappop(self._due)
+                if self._latest.get(key) is rejection:  # else rejected again since
+                    del self._latest[key]
+                    batch.append(rejection)
             await asyncio.gather(*(self._write(r) for r in batch))
 
     async def _write(self, rejection: _Rejection) -> None:
