@@ -22,7 +22,6 @@ from services.worker.permit import PermitPhase
 from services.worker.preempt import PreemptionPhase, watch_pdbs
 from services.worker.whatif import WhatIf
 from shared.api.podstatus import scheduler_name, with_nominated_node
-from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import FitError
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, event_label
 from shared.framework.interface import ClusterObjects
@@ -33,6 +32,7 @@ from shared.messages import NominatedPod, QueuedPod, Report
 from shared.plugins import REGISTRY
 from shared.runtime import failpoints, metrics
 from shared.runtime.failures import Failure, record_failure
+from shared.runtime.framework_metrics import record_frameworks
 from shared.runtime.informer import watch_owners
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request, request_all
@@ -82,6 +82,7 @@ class Worker:
         self.duration = metrics.SCHEDULING_ATTEMPT_DURATION.histogram(reg)
         self.sli_duration = metrics.POD_SCHEDULING_SLI_DURATION.histogram(reg)
         self.pod_attempts = metrics.POD_SCHEDULING_ATTEMPTS.histogram(reg)
+        record_frameworks(frameworks, reg)
         self.committer = Committer(rt, self.snapshot, metrics.ASSUME_CONFLICTS.counter(reg))
         self.permit = PermitPhase(rt, self.snapshot, frameworks, self.providers)
         self.preemption = PreemptionPhase(
@@ -265,7 +266,7 @@ class Worker:
 
     def _place(self, a: Attempt) -> Exception | None:
         """The scheduling cycle up to Reserve, against the local snapshot."""
-        a.state = CycleState()
+        a.state = a.framework.new_cycle_state()  # sampled for plugin metrics, or not
         try:
             result = a.scheduler.schedule_pod(a.state, a.pod, self.snapshot.cluster())
         except FitError as err:

@@ -97,6 +97,9 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     )
     bench.add_argument("--pods", type=int, default=50, help="measured cycles per case")
     bench.add_argument("--json", action="store_true")
+    bench.add_argument(
+        "--metrics", action="store_true", help="record durations to Prometheus, as services do"
+    )
 
     bq = sub.add_parser("bench-queue", help="pop latency and throughput of the queue service")
     bq.add_argument("--single", type=int, default=500, help="measured single-pod pops")
