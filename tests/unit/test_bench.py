@@ -185,6 +185,7 @@ def test_report_ratio_and_failures() -> None:
     assert "2.00x" in table([r])
     no_threshold = _result(workload="PreemptionBasic", threshold=0)
     assert no_threshold.ratio is None and table([no_threshold]).endswith("-")
+    assert _result(throughput={}).ratio is None  # too short for a sample: no ratio either
     assert problems(r) == []
     assert problems(_result(unschedulable=3, bound=97)) == ["3 measured pods not bound"]
     assert "1 double bindings" in problems(_result(double_bindings=1))[0]

@@ -82,8 +82,11 @@ class BenchResult:
 
     @property
     def ratio(self) -> float | None:
-        """Average / scheduler_perf's threshold; None where upstream sets none."""
-        return self.average / self.threshold if self.threshold else None
+        """Average / scheduler_perf's threshold; None where upstream sets none, or where
+        the run was too short for a throughput sample (no Average)."""
+        if not self.threshold or "Average" not in self.throughput:
+            return None
+        return self.average / self.threshold
 
     @property
     def conflict_rate(self) -> float:

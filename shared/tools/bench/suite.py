@@ -108,14 +108,8 @@ def _run_one(w: Workload, args: argparse.Namespace, workers: int, paced: int) ->
                 progress=lambda line: print(line, flush=True),
             )
         )
-    t = result.throughput
-    kube = (
-        f"{result.ratio:.2f}x kube's {w.threshold:.0f}"
-        if result.ratio is not None
-        else "kube sets no threshold"
-    )
     print(
-        f"    -> {t.get('Average', 0):.0f} pods/s average ({kube}), latency p99 "
+        f"    -> {_throughput_text(result)}, latency p99 "
         f"{result.latency_ms.get('p99', 0):.0f} ms, {result.conflicts} conflicts, "
         f"{result.bound}/{result.measured_pods} bound",
         flush=True,
@@ -123,6 +117,14 @@ def _run_one(w: Workload, args: argparse.Namespace, workers: int, paced: int) ->
     for line in churn_lines([result]):
         print(f"    {line}", flush=True)
     return result
+
+
+def _throughput_text(r: BenchResult) -> str:
+    if "Average" not in r.throughput:  # scheduler_perf's average needs two samples
+        return f"no 1-s sample (run shorter than 2 s), {r.run_rate:.0f} pods/s over the run"
+    if r.ratio is None:
+        return f"{r.average:.0f} pods/s average (upstream sets no threshold)"
+    return f"{r.average:.0f} pods/s average ({r.ratio:.2f}x kube's {r.threshold:.0f})"
 
 
 def run_bench(args: argparse.Namespace) -> int:
