@@ -15,6 +15,9 @@ from shared.tools.cli.main import main
 pytestmark = pytest.mark.e2e
 
 
+# nine stacks one after the other (eight workloads and a scaling run), two calibrations
+# and the baseline: longer than the default 120 s when other work shares the cores
+@pytest.mark.timeout(600)
 def test_bench_runs_every_workload_and_writes_results(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
