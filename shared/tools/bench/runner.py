@@ -140,7 +140,8 @@ class Driver:
         self.sent: dict[str, float] = {}  # pod key -> perf_counter() before its publish
         self.nodes: list[Obj] = []
         self.pods: dict[str, Obj] = {}
-        self.churn_pods: list[str] = []  # keys of the pods the churn created, in order
+        # the pods the churn created, in order: (key, perf_counter() before the publish)
+        self.churn_pods: list[tuple[str, float]] = []
 
     def ports(self, service: str) -> list[int]:
         return [s.http_port for s in self.stack.services if s.name == service]
@@ -191,18 +192,19 @@ class Driver:
                     self.nodes.append(obj)
                 else:
                     self.pods[key_of(obj)] = obj
-                    self.churn_pods.append(key_of(obj))
+                    self.churn_pods.append((key_of(obj), time.perf_counter()))
                 await _publish(js, obj, "ADDED")
             previous = created if churn.mode == "recreate" else []
             await asyncio.sleep(churn.interval)
 
     def churn_figures(self, start: float, seconds: float) -> dict[str, float]:
-        """The churn's pods bound by the last measured binding, and their rate."""
+        """The churn's pods created and bound by the last measured binding, and their rate."""
         end = start + seconds
-        views = [self.tracker.pods.get(k) for k in self.churn_pods]
+        created = [k for k, sent in self.churn_pods if sent <= end]
+        views = [self.tracker.pods.get(k) for k in created]
         bound = sum(1 for v in views if v is not None and 0 < v.bound_at <= end)
         rate = bound / seconds if seconds > 0 else 0.0
-        return {"created": float(len(self.churn_pods)), "bound": float(bound), "bound_per_s": rate}
+        return {"created": float(len(created)), "bound": float(bound), "bound_per_s": rate}
 
     def latencies_ms(self, keys_: list[str]) -> list[float]:
         out = []
