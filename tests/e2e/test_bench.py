@@ -25,8 +25,9 @@ def test_bench_runs_every_workload_and_writes_results(
     stale.write_text("{}")
     args = f"--nodes 12 --scale 0.01 --scaling 1 2 --paced-pods 20 --timeout 60 --out {tmp_path}"
     code = main(["bench", *args.split()])
-    out = capsys.readouterr().out
-    assert code == 0, out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 0, out + captured.err  # the CLI's one-line error is on stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     runs = {r["workload"]: r for r in summary["runs"]}
     assert set(runs) == set(WORKLOADS)
