@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from shared.api.models import Pod
-from shared.tools.bench.report import problems, table
+from shared.api.models import Node, Pod
+from shared.api.quantity import parse_quantity
+from shared.tools.bench.report import clear_previous, machine_lines, problems, table
 from shared.tools.bench.resources import Usage, cpu_delta, parse_stat_cpu, parse_status_hwm, usage
 from shared.tools.bench.runner import BenchResult, percentiles
 from shared.tools.bench.workloads import (
@@ -13,9 +15,8 @@ from shared.tools.bench.workloads import (
     MEASURED_NAMESPACE,
     WORKLOADS,
     bench_node,
-    churn_objects,
 )
-from shared.tools.synthetic import ZONE
+from shared.tools.synthetic import HOSTNAME, ZONE
 
 
 def test_every_workload_is_sized_as_the_issue_states() -> None:
@@ -30,9 +31,73 @@ def test_every_workload_is_sized_as_the_issue_states() -> None:
         "SchedulingNodeAffinity": (5000, 5000, 10000, 220),
         "Unschedulable": (5000, 100, 10000, 590),
         "SchedulingWithMixedChurn": (5000, 0, 10000, 710),
+        "PreemptionBasic": (1000, 4000, 1000, 0),  # upstream's largest; it sets no threshold
         "PreemptionAsync": (5000, 20000, 5000, 570),
     }
     assert all(w.short.nodes == 500 for w in WORKLOADS.values())
+
+
+def _cpu(pod: dict) -> float:
+    return float(parse_quantity(pod["spec"]["containers"][0]["resources"]["requests"]["cpu"]))
+
+
+def test_preemption_async_measures_default_pods_while_preemptors_arrive() -> None:
+    """scheduler_perf's PreemptionAsync: four 900m low-priority pods per node, then 100m
+    default pods measured while 3-cpu priority-10 preemptors are created every 200 ms."""
+    w = WORKLOADS["PreemptionAsync"]
+    for size in (w.full, w.short):
+        assert size.init_pods == 4 * size.nodes
+    (low,) = w.init_objects(type(w.full)(1, 1, 0))
+    assert (_cpu(low), low["spec"].get("priority")) == (0.9, None)
+    assert 4 * _cpu(low) <= 4 < 5 * _cpu(low)  # four fill a 4-cpu node, a fifth does not fit
+    (measured,) = w.measured_objects(type(w.full)(1, 0, 1))
+    assert (_cpu(measured), measured["spec"].get("priority")) == (0.1, None)
+    assert w.churn is not None and (w.churn.mode, w.churn.interval) == ("create", 0.2)
+    preemptors = w.churn.objects(0) + w.churn.objects(1)
+    assert [(p["kind"], _cpu(p), p["spec"]["priority"]) for p in preemptors] == [
+        ("Pod", 3.0, 10),
+        ("Pod", 3.0, 10),
+    ]
+    assert preemptors[0]["metadata"]["name"] != preemptors[1]["metadata"]["name"]
+    # a preemptor fits next to one low pod only: it must evict three of the four
+    assert _cpu(low) + 3 <= 4 < 2 * _cpu(low) + 3
+    assert not w.measured_bind_late
+
+
+def test_preemption_basic_measures_the_preemptors() -> None:
+    w = WORKLOADS["PreemptionBasic"]
+    assert (w.full.nodes, w.full.init_pods, w.full.measured_pods) == (1000, 4000, 1000)
+    assert w.short.init_pods == 4 * w.short.nodes
+    (pod,) = w.measured_objects(type(w.full)(1, 0, 1))
+    assert (_cpu(pod), pod["spec"]["priority"]) == (3.0, 10)
+    assert _cpu(w.init_objects(type(w.full)(1, 1, 0))[0]) == 0.9
+    assert w.churn is None and w.measured_bind_late
+
+
+def test_unschedulable_and_churn_follow_upstream() -> None:
+    """Unschedulable: default init pods, 9-cpu priority-10 pods every 200 ms (they try
+    preemption and fail); MixedChurn: a node of capacity pods 0 and such a pod recreated
+    every second."""
+    w = WORKLOADS["Unschedulable"]
+    assert _cpu(w.init_objects(w.short)[0]) == 0.1
+    assert w.churn is not None and (w.churn.mode, w.churn.interval) == ("create", 0.2)
+    (pod,) = w.churn.objects(3)
+    assert (_cpu(pod), pod["spec"]["priority"]) == (9.0, 10)
+    churn = WORKLOADS["SchedulingWithMixedChurn"].churn
+    assert churn is not None and (churn.mode, churn.interval) == ("recreate", 1.0)
+    node, pod = churn.objects(3)
+    assert node["status"]["capacity"] == {"pods": "0"}
+    Node.model_validate(node)
+    assert (pod["kind"], _cpu(pod), pod["spec"]["priority"]) == ("Pod", 9.0, 10)
+
+
+def test_templates_carry_upstream_labels_only() -> None:
+    basic = WORKLOADS["SchedulingBasic"]
+    assert basic.measured_objects(basic.short)[0]["metadata"]["labels"] == {}
+    anti = WORKLOADS["SchedulingPodAntiAffinity"]
+    assert anti.measured_objects(anti.short)[0]["metadata"]["labels"] == {"color": "green"}
+    spread = WORKLOADS["TopologySpreading"]
+    assert spread.measured_objects(spread.short)[0]["metadata"]["labels"] == {"color": "blue"}
 
 
 def test_pods_parse_and_carry_their_constraints() -> None:
@@ -44,7 +109,7 @@ def test_pods_parse_and_carry_their_constraints() -> None:
     term = pods[0]["spec"]["affinity"]["podAntiAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ][0]
-    assert term["namespaces"] == [INIT_NAMESPACE, MEASURED_NAMESPACE]
+    assert term["namespaces"] == [MEASURED_NAMESPACE, INIT_NAMESPACE]  # as upstream lists them
     spread = WORKLOADS["TopologySpreading"].measured_objects(WORKLOADS["TopologySpreading"].short)
     constraint = spread[0]["spec"]["topologySpreadConstraints"][0]
     assert (constraint["maxSkew"], constraint["topologyKey"]) == (5, ZONE)
@@ -53,13 +118,18 @@ def test_pods_parse_and_carry_their_constraints() -> None:
             Pod.model_validate(pod)
 
 
-def test_nodes_and_churn_objects() -> None:
+def test_nodes_are_labelled_as_each_config_prepares_them() -> None:
     node = bench_node(4)
     assert node["status"]["capacity"] == {"cpu": "4", "memory": "32Gi", "pods": "110"}
-    assert node["metadata"]["labels"][ZONE] == "zone-b"
-    created = churn_objects(3)
-    assert [o["kind"] for o in created] == ["Node", "Pod"]
-    assert created[1]["spec"]["priority"] == 10
+    assert node["metadata"]["labels"] == {HOSTNAME: "node-00004"}
+
+    def zones(name: str) -> set[str]:
+        w = WORKLOADS[name]
+        return {n["metadata"]["labels"].get(ZONE, "") for n in w.node_objects(w.short)}
+
+    assert zones("SchedulingBasic") == {""}
+    assert zones("SchedulingNodeAffinity") == {"zone1"}  # In [zone1, zone2] keeps every node
+    assert zones("TopologySpreading") == {"moon-1", "moon-2", "moon-3"}
 
 
 def test_proc_parsing_reads_this_process() -> None:
@@ -113,6 +183,30 @@ def test_report_ratio_and_failures() -> None:
     assert r.ratio == 2.0 and r.conflict_rate == 0.01
     assert r.cpu_per_1000_pods == {"worker": 5.0}
     assert "2.00x" in table([r])
+    no_threshold = _result(workload="PreemptionBasic", threshold=0)
+    assert no_threshold.ratio is None and table([no_threshold]).endswith("-")
+    assert _result(throughput={}).ratio is None  # too short for a sample: no ratio either
     assert problems(r) == []
     assert problems(_result(unschedulable=3, bound=97)) == ["3 measured pods not bound"]
     assert "1 double bindings" in problems(_result(double_bindings=1))[0]
+
+
+def test_machine_lines_quote_calibration_and_the_baseline_ratio() -> None:
+    summary = {
+        "commit": "0123456789abcdef",
+        "calibration": {"before": 0.31, "after": 0.35},
+        "baseline": {"throughput_Average": 4000.0},
+        "baseline_ratio": 0.4,
+    }
+    cal, base = machine_lines(summary)
+    assert "0.310 s before" in cal and "0.350 s after" in cal and "0123456789ab" in cal
+    assert "4000 pods/s" in base and "distributed / baseline = 0.40" in base
+
+
+def test_a_new_run_removes_the_previous_runs_files(tmp_path: Path) -> None:
+    old = ["SchedulingBasic-2w1b.json", "PreemptionAsync-1w2b.json", "summary.json"]
+    for name in [*old, "throughput.png", "run.txt", "notes.json"]:
+        (tmp_path / name).write_text("x")
+    removed = {p.name for p in clear_previous(tmp_path)}
+    assert removed == {*old, "throughput.png"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.json", "run.txt"]

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import time
 from dataclasses import dataclass, replace
 
 from shared.runtime.service import tune_gc
+from shared.tools.bench.calibration import calibrate
 from shared.tools.bench.runner import BenchResult, run_workload
 from shared.tools.bench.workloads import WORKLOADS
 from shared.tools.devstack import temporary_stack
@@ -46,15 +46,6 @@ SHAPES = (
     Shape("3 servers, R3", 3, 3),
     Shape("3 servers, R3, fsync always", 3, 3, sync_always=True),
 )
-
-
-def calibrate() -> float:
-    """Seconds for a plain Python loop of 10M additions (docs/bench.md)."""
-    started = time.perf_counter()
-    total = 0
-    for i in range(10_000_000):
-        total += i
-    return time.perf_counter() - started
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

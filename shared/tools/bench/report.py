@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,26 +18,52 @@ RESULTS = Path(__file__).resolve().parent / "results"
 ROLES = ("watcher", "queue", "cache", "worker", "binder", "nats-server", "redis-server", "driver")
 
 
+CHARTS = ("throughput.png", "scaling.png")
+RUN_FILE = re.compile(r"\w+-\d+w\d+b\.json")  # run_file_name's shape
+SUMMARY = "summary.json"
+
+
 def run_file_name(r: BenchResult) -> str:
     return f"{r.workload}-{r.workers}w{r.binders}b.json"
 
 
-def write_run(out_dir: Path, r: BenchResult) -> Path:
+def clear_previous(out_dir: Path) -> list[Path]:
+    """Remove what an earlier `ksched bench` wrote in `out_dir` (run files, summary,
+    charts): a directory then holds one run, of one commit, never figures of older code
+    beside new ones. Other files (a saved run.txt) stay."""
+    if not out_dir.is_dir():
+        return []
+    removed = []
+    for path in sorted(out_dir.iterdir()):
+        ours = path.name in (SUMMARY, *CHARTS) or RUN_FILE.fullmatch(path.name)
+        if path.is_file() and ours:
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
+def write_run(out_dir: Path, r: BenchResult, context: dict[str, Any]) -> Path:
+    """One run's JSON, with the run's context (commit, calibration, baseline) beside its
+    figures, so that a file read alone still says what machine and code it measured."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / run_file_name(r)
-    path.write_text(json.dumps(r.as_json(), indent=1, sort_keys=True) + "\n")
+    path.write_text(json.dumps({**r.as_json(), **context}, indent=1, sort_keys=True) + "\n")
     return path
 
 
 def write_summary(out_dir: Path, summary: dict[str, Any]) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "summary.json"
+    path = out_dir / SUMMARY
     path.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     return path
 
 
 def _fmt(value: float | None, spec: str = ".0f") -> str:
     return "-" if value is None else format(value, spec)
+
+
+def ratio_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
 
 
 def table(results: Sequence[BenchResult]) -> str:
@@ -53,7 +80,7 @@ def table(results: Sequence[BenchResult]) -> str:
             f"{r.workers:>2} {r.binders:>2} {_fmt(t.get('Average')):>6} "
             f"{_fmt(t.get('Perc50')):>6} {_fmt(t.get('Perc99')):>6} {_fmt(r.run_rate):>6} "
             f"{_fmt(lat.get('p50'), '.0f'):>6}ms {_fmt(lat.get('p99'), '.0f'):>6}ms "
-            f"{r.conflict_rate * 100:>6.2f} {r.threshold:>6.0f} {r.ratio:>5.2f}x"
+            f"{r.conflict_rate * 100:>6.2f} {_fmt(r.threshold or None):>6} {ratio_text(r.ratio):>6}"
         )
     return "\n".join(lines)
 
@@ -69,6 +96,35 @@ def resource_table(results: Sequence[BenchResult]) -> str:
         )
         lines.append(f"{r.workload + f' ({r.workers})':<30} {cells}")
     return "\n".join(lines)
+
+
+def churn_lines(results: Sequence[BenchResult]) -> list[str]:
+    """The churn's own pods (for PreemptionAsync the preemptors' rate, the second figure)
+    and the measured pods that preemptors evicted after their binding."""
+    lines = []
+    for r in results:
+        if not r.churn:
+            continue
+        c = r.churn
+        lines.append(
+            f"{r.workload}: churn created {c['created']:.0f} pods, {c['bound']:.0f} bound by the "
+            f"last measured binding ({c['bound_per_s']:.1f}/s); {r.preempted} measured pods "
+            f"preempted after their binding"
+        )
+    return lines
+
+
+def machine_lines(summary: dict[str, Any]) -> list[str]:
+    """The run's calibration and one-process baseline, and the ratio to quote."""
+    cal = summary["calibration"]
+    base = summary["baseline"].get("throughput_Average")
+    ratio = summary.get("baseline_ratio")
+    return [
+        f"calibration: python loop of 10M additions {cal['before']:.3f} s before the run, "
+        f"{cal['after']:.3f} s after it; commit {summary['commit'][:12] or '-'}",
+        f"baseline (SchedulingBasic in one process): {_fmt(base)} pods/s; "
+        f"distributed / baseline = {_fmt(ratio, '.2f')}",
+    ]
 
 
 def problems(r: BenchResult) -> list[str]:
@@ -89,6 +145,7 @@ def charts(
     results: Sequence[BenchResult],
     scaling: Sequence[BenchResult],
     baseline: float | None,
+    commit: str = "",
 ) -> list[Path]:
     """throughput.png: pods/s over time per workload; scaling.png: by worker count."""
     import matplotlib
@@ -104,7 +161,8 @@ def charts(
     ax.set(
         xlabel="seconds since the first measured pod",
         ylabel="pods bound per second",
-        title=f"ksched throughput over time ({results[0].nodes if results else 0} nodes)",
+        title=f"ksched throughput over time ({results[0].nodes if results else 0} nodes)"
+        + (f", {commit[:12]}" if commit else ""),
     )
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)

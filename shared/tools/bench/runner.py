@@ -1,20 +1,23 @@
 """One workload, end to end: a fresh stack of processes, driven only through the
 public subjects, measured as scheduler_perf measures kube-scheduler.
 
-nodes -> (wait until the cache has them) -> init pods -> (wait until each is bound,
-or reported unschedulable for the Unschedulable workload) -> measured pods, with
-the workload's side load running (unschedulable pods at 5/s, or churn) -> wait
-until every measured pod is bound and the cache's commits agree. Throughput is
-sampled every second on the bindings seen on the pod subjects; each pod's latency
-runs from just before its publish to the moment its binding is seen. Optionally a
-second, paced phase publishes more pods at a fixed rate, for latency under a
-load the stack can carry.
+nodes -> (wait until the cache has them) -> init pods -> (wait until each is bound)
+-> measured pods, with the workload's churn running (preemptors or unschedulable
+pods created every 200 ms, or a node and a pod recreated every second) -> wait until
+every measured pod is bound and the cache's commits agree. Throughput is sampled
+every second on the bindings seen on the pod subjects; each pod's latency runs from
+just before its publish to the moment its binding is seen. A measured pod that a
+preemptor evicts after its binding counts as scheduled, as in scheduler_perf. The
+churn's own pods are reported beside (created, bound, bound per second): for
+PreemptionAsync, the preemptors' rate. Optionally a second, paced phase publishes
+more pods at a fixed rate, for latency under a load the stack can carry.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import math
 import os
 import time
@@ -31,20 +34,11 @@ from shared.api.models import key_of
 from shared.runtime.connections import connect_redis
 from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
 from shared.tools.bench.resources import cpu_delta, peak_rss, usages
-from shared.tools.bench.workloads import (
-    CHURN_INTERVAL,
-    UNSCHEDULABLE_RATE,
-    Obj,
-    Size,
-    Workload,
-    bench_node,
-    churn_objects,
-    large_cpu_pod,
-)
+from shared.tools.bench.workloads import Churn, Obj, Size, Workload
 from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod
 from shared.tools.devstack import LocalStack
 from shared.tools.invariants import audit
-from shared.tools.observe import decided, pipeline_counters, settle
+from shared.tools.observe import pipeline_counters, settle
 
 PUBLISH_WINDOW = 256  # publishes in flight while driving the measured pods
 
@@ -74,6 +68,9 @@ class BenchResult:
     double_bindings: int
     timeline: list[tuple[float, int]] = field(default_factory=list)  # (s, bound so far)
     paced: dict[str, float] = field(default_factory=dict)  # the paced latency phase
+    preempted: int = 0  # measured pods bound, then evicted by a preemptor
+    # the churn's pods over the measured phase: created, bound, bound_per_s
+    churn: dict[str, float] = field(default_factory=dict)
 
     @property
     def average(self) -> float:
@@ -85,8 +82,12 @@ class BenchResult:
         return self.bound / self.seconds if self.seconds > 0 else 0.0
 
     @property
-    def ratio(self) -> float:
-        return self.average / self.threshold if self.threshold else 0.0
+    def ratio(self) -> float | None:
+        """Average / scheduler_perf's threshold; None where upstream sets none, or where
+        the run was too short for a throughput sample (no Average)."""
+        if not self.threshold or "Average" not in self.throughput:
+            return None
+        return self.average / self.threshold
 
     @property
     def conflict_rate(self) -> float:
@@ -140,6 +141,8 @@ class Driver:
         self.sent: dict[str, float] = {}  # pod key -> perf_counter() before its publish
         self.nodes: list[Obj] = []
         self.pods: dict[str, Obj] = {}
+        # the pods the churn created, in order: (key, perf_counter() before the publish)
+        self.churn_pods: list[tuple[str, float]] = []
 
     def ports(self, service: str) -> list[int]:
         return [s.http_port for s in self.stack.services if s.name == service]
@@ -173,26 +176,36 @@ class Driver:
             await asyncio.sleep(SAMPLE_INTERVAL)
             now = time.perf_counter()
             pods = self.tracker.pods
-            bound = sum(1 for k in keys_ if k in pods and pods[k].node)
+            bound = sum(1 for k in keys_ if k in pods and pods[k].bound_at)
             collector.sample(now, bound)
             timeline.append((round(now - start, 3), bound))
 
-    async def inject_unschedulable(self, js: JetStreamContext) -> None:
-        for i in range(10**9):
-            await publish_pod(js, large_cpu_pod("sched-test", f"unschedulable-{i}"))
-            await asyncio.sleep(1 / UNSCHEDULABLE_RATE)
-
-    async def churn(self, js: JetStreamContext) -> None:
-        """Recreate mode: each round deletes what the previous one created."""
+    async def churn(self, js: JetStreamContext, churn: Churn) -> None:
+        """scheduler_perf's churn op: "create" keeps every round's objects, "recreate"
+        deletes the previous round's first. Its pods and nodes are audited like the rest."""
         previous: list[Obj] = []
-        for round_ in range(10**9):
+        for round_ in itertools.count():
             for obj in previous:
                 await _publish(js, obj, "DELETED")
-            previous = churn_objects(round_)
-            self.nodes += [o for o in previous if o["kind"] == "Node"]  # audited like the rest
-            for obj in previous:
+            created = churn.objects(round_)
+            for obj in created:
+                if obj["kind"] == "Node":
+                    self.nodes.append(obj)
+                else:
+                    self.pods[key_of(obj)] = obj
+                    self.churn_pods.append((key_of(obj), time.perf_counter()))
                 await _publish(js, obj, "ADDED")
-            await asyncio.sleep(CHURN_INTERVAL)
+            previous = created if churn.mode == "recreate" else []
+            await asyncio.sleep(churn.interval)
+
+    def churn_figures(self, start: float, seconds: float) -> dict[str, float]:
+        """The churn's pods created and bound by the last measured binding, and their rate."""
+        end = start + seconds
+        created = [k for k, sent in self.churn_pods if sent <= end]
+        views = [self.tracker.pods.get(k) for k in created]
+        bound = sum(1 for v in views if v is not None and 0 < v.bound_at <= end)
+        rate = bound / seconds if seconds > 0 else 0.0
+        return {"created": float(len(created)), "bound": float(bound), "bound_per_s": rate}
 
     def latencies_ms(self, keys_: list[str]) -> list[float]:
         out = []
@@ -219,21 +232,34 @@ async def _wait_for_nodes(redis: aioredis.Redis, count: int, timeout: float) -> 
         await asyncio.sleep(0.05)
 
 
-async def _wait_decided(tracker: PodTracker, pod_keys: list[str], timeout: float) -> None:
-    if not await tracker.wait_until(lambda t: all(decided(t, k) for k in pod_keys), timeout):
-        raise TimeoutError(f"init pods not decided in {timeout:.0f} s")
-
-
 async def _wait_bound(tracker: PodTracker, pod_keys: list[str], timeout: float) -> None:
-    """Until every pod is bound (a preemptor is reported unschedulable first); on timeout
-    the run goes on and reports the pods left unbound."""
+    """Until every pod was bound once (a preemptor is reported unschedulable first; a
+    pod may be evicted after its binding); on timeout the run goes on and reports the
+    pods left unbound."""
     pending = set(pod_keys)
 
     def all_bound(t: PodTracker) -> bool:
-        pending.difference_update([k for k in pending if k in t.pods and t.pods[k].node])
+        pending.difference_update([k for k in pending if k in t.pods and t.pods[k].bound_at])
         return not pending
 
     await tracker.wait_until(all_bound, timeout)
+
+
+async def _settle_alive(
+    tracker: PodTracker, redis: aioredis.Redis, pod_keys: list[str], timeout: float
+) -> None:
+    """settle() over the pods not deleted; a pod a preemptor evicts meanwhile leaves the
+    set, so settle again over the rest until the deadline."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        alive = [k for k in pod_keys if not (k in tracker.pods and tracker.pods[k].deleted)]
+        try:
+            await settle(tracker, redis, alive, min(max(deadline - loop.time(), 0), 10.0))
+            return
+        except TimeoutError:
+            if loop.time() >= deadline:
+                raise
 
 
 @contextlib.asynccontextmanager
@@ -264,17 +290,13 @@ async def run_workload(
     try:
         js = nc.jetstream()
         await driver.tracker.start(nc)
-        driver.nodes = [bench_node(i) for i in range(size.nodes)]
+        driver.nodes = workload.node_objects(size)
         await publish_all(js, driver.nodes)
         await _wait_for_nodes(redis, size.nodes, timeout)
         init = workload.init_objects(size)
         driver.pods.update((key_of(p), p) for p in init)
         await publish_all(js, init)
-        init_keys = [key_of(p) for p in init]
-        if workload.init_schedulable:
-            await settle(driver.tracker, redis, init_keys, timeout)
-        else:
-            await _wait_decided(driver.tracker, init_keys, timeout)
+        await settle(driver.tracker, redis, [key_of(p) for p in init], timeout)
         progress(f"    {len(init)} init pods placed; publishing {size.measured_pods} measured pods")
         return await _measure(driver, js, redis, variant, paced_pods, paced_rate, progress)
     finally:
@@ -292,11 +314,7 @@ async def _measure(
     progress: Callable[[str], None],
 ) -> BenchResult:
     workload, size, stack = driver.workload, driver.size, driver.stack
-    side = []
-    if workload.inject_unschedulable:
-        side.append(driver.inject_unschedulable(js))
-    if workload.churn:
-        side.append(driver.churn(js))
+    side = [driver.churn(js, workload.churn)] if workload.churn else []
     measured = workload.measured_objects(size)
     keys_ = [key_of(p) for p in measured]
     driver.pods.update(zip(keys_, measured, strict=True))
@@ -309,10 +327,11 @@ async def _measure(
         start = time.perf_counter()
         async with _background(driver.sample(collector, keys_, start, timeline)):
             await driver.publish_pods(js, measured)
-            if workload.measured_bind_late:
+            if workload.measured_bind_late or workload.churn:
                 await _wait_bound(driver.tracker, keys_, driver.timeout)
-            await settle(driver.tracker, redis, keys_, driver.timeout)
+            await _settle_alive(driver.tracker, redis, keys_, driver.timeout)
         seconds = max(driver.tracker.pods[k].bound_at for k in keys_) - start
+        churn = driver.churn_figures(start, seconds) if workload.churn else {}
         usage1 = usages(pids)
         counted = (await pipeline_counters(driver.ports("worker"), driver.ports("cache"))).minus(
             counters0
@@ -326,9 +345,11 @@ async def _measure(
                 f"    paced {paced['pods']:.0f} pods at {paced['rate']:.0f}/s: latency p50 "
                 f"{paced['p50']:.1f} ms p99 {paced['p99']:.1f} ms"
             )
-    return _result(
+    result = _result(
         driver, variant, keys_, seconds, collector, timeline, counted, usage0, usage1, paced
     )
+    result.churn = churn
+    return result
 
 
 async def _paced_phase(
@@ -373,8 +394,8 @@ def _result(
         binders=len(driver.ports("binder")),
         threshold=workload.threshold,
         seconds=seconds,
-        bound=sum(1 for v in views if v.node),
-        unschedulable=sum(1 for v in views if not v.node),
+        bound=sum(1 for v in views if v.bound_at),
+        unschedulable=sum(1 for v in views if not v.bound_at),
         throughput=collector.summary(),
         latency_ms=percentiles(driver.latencies_ms(keys_)),
         conflicts=counted.conflicts,
@@ -387,4 +408,5 @@ def _result(
         double_bindings=sum(1 for v in driver.tracker.pods.values() if v.bind_count > 1),
         timeline=timeline,
         paced=paced,
+        preempted=sum(1 for v in views if v.bound_at and v.deleted),
     )

@@ -3,9 +3,12 @@
 Each workload gets a fresh stack (nats-server, redis-server and every service as a
 separate process, as deployed) and is driven through the public subjects only
 (shared/tools/bench/runner.py). Then SchedulingBasic again with other worker counts,
-and the same workload in one process with no NATS or Redis (the baseline).
-Prints the summary table (ratio to kube-scheduler's threshold) and writes a JSON
-file per run, summary.json and the charts under --out.
+and the same workload in one process with no NATS or Redis (the baseline). The
+machine's calibration is taken before and after (calibration.py). Prints the summary
+table (ratio to kube-scheduler's threshold), the calibration and distributed /
+baseline, and writes a JSON file per run (each with the run's commit, calibration
+and baseline), summary.json and the charts under --out, after removing what an
+earlier run wrote there: the charts are drawn from this run, of this code, only.
 """
 
 from __future__ import annotations
@@ -18,10 +21,15 @@ from pathlib import Path
 
 from shared.runtime.service import tune_gc
 from shared.tools.bench.baseline import run_scheduling_basic
+from shared.tools.bench.calibration import calibrate
 from shared.tools.bench.report import (
     RESULTS,
     charts,
+    churn_lines,
+    clear_previous,
+    machine_lines,
     problems,
+    ratio_text,
     resource_table,
     table,
     write_run,
@@ -60,7 +68,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="publish the paced pods at this many pods/s instead of half the measured rate",
     )
-    parser.add_argument("--no-baseline", action="store_true", help="skip the in-process run")
     parser.add_argument("--nodes", type=int, help="override every workload's node count")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply pod counts (tests)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per phase")
@@ -101,14 +108,23 @@ def _run_one(w: Workload, args: argparse.Namespace, workers: int, paced: int) ->
                 progress=lambda line: print(line, flush=True),
             )
         )
-    t = result.throughput
     print(
-        f"    -> {t.get('Average', 0):.0f} pods/s average ({result.ratio:.2f}x kube's "
-        f"{w.threshold:.0f}), latency p99 {result.latency_ms.get('p99', 0):.0f} ms, "
-        f"{result.conflicts} conflicts, {result.bound}/{result.measured_pods} bound",
+        f"    -> {_throughput_text(result)}, latency p99 "
+        f"{result.latency_ms.get('p99', 0):.0f} ms, {result.conflicts} conflicts, "
+        f"{result.bound}/{result.measured_pods} bound",
         flush=True,
     )
+    for line in churn_lines([result]):
+        print(f"    {line}", flush=True)
     return result
+
+
+def _throughput_text(r: BenchResult) -> str:
+    if "Average" not in r.throughput:  # scheduler_perf's average needs two samples
+        return f"no 1-s sample (run shorter than 2 s), {r.run_rate:.0f} pods/s over the run"
+    if r.ratio is None:
+        return f"{r.average:.0f} pods/s average (upstream sets no threshold)"
+    return f"{r.average:.0f} pods/s average ({r.ratio:.2f}x kube's {r.threshold:.0f})"
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -117,34 +133,46 @@ def run_bench(args: argparse.Namespace) -> int:
     out = args.out or RESULTS / variant
     started = time.time()
     print(f"ksched bench ({variant}): workloads {' '.join(args.workloads)}", flush=True)
+    before = calibrate()
+    print(f"calibration: python loop of 10M additions {before:.3f} s", flush=True)
     results = [
         _run_one(WORKLOADS[name], args, args.workers, args.paced_pods if name == BASIC else 0)
         for name in args.workloads
     ]
     scaling = _scaling(args, results)
-    baseline = None if args.no_baseline else _baseline(args)
+    baseline = _baseline(args)
+    after = calibrate()
+    base = baseline.get("throughput_Average")
+    context = {
+        "commit": _commit(),
+        "calibration": {"before": before, "after": after},
+        "baseline_average": base,
+    }
+    clear_previous(out)
     for r in results + [s for s in scaling if s not in results]:
-        write_run(out, r)
+        write_run(out, r, context)
     basic = next((r for r in results if r.workload == BASIC), None)
     summary = {
         "variant": variant,
-        "commit": _commit(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        **context,
         "runs": [r.as_json() for r in results],
         "scaling": [
-            {"workers": r.workers, "average": r.average, "conflict_rate": r.conflict_rate}
+            {
+                "workers": r.workers,
+                "average": r.average,
+                "conflict_rate": r.conflict_rate,
+                "baseline_ratio": r.average / base if base else None,
+            }
             for r in scaling
         ],
         "baseline": baseline,
-        "baseline_ratio": basic.average / baseline["throughput_Average"]
-        if basic and baseline and baseline.get("throughput_Average")
-        else None,
+        "baseline_ratio": basic.average / base if basic and base else None,
     }
     write_summary(out, summary)
     _print_summary(results, scaling, summary, args.paced_rate is not None)
     if not args.no_chart and results:
-        base = baseline.get("throughput_Average") if baseline else None
-        for path in charts(out, results, scaling, base):
+        for path in charts(out, results, scaling, base, str(context["commit"])):
             print(f"chart: {path}")
     print(f"results: {out}/")
     failures = [f"{r.workload} ({r.workers}w): {p}" for r in results + scaling for p in problems(r)]
@@ -185,23 +213,19 @@ def _print_summary(
     print(table(results))
     print()
     print(resource_table(results))
+    print()
+    for line in churn_lines(results):
+        print(line)
+    for line in machine_lines(summary):
+        print(line)
     if scaling:
-        print()
         print(
             "scaling (SchedulingBasic): "
             + ", ".join(
-                f"{r.workers} workers {r.average:.0f} pods/s (conflicts {r.conflict_rate:.2%})"
-                for r in scaling
+                f"{s['workers']} workers {s['average']:.0f} pods/s "
+                f"({ratio_text(s['baseline_ratio'])} baseline, conflicts {s['conflict_rate']:.2%})"
+                for s in summary["scaling"]
             )
-        )
-    baseline = summary["baseline"]
-    if baseline:
-        ratio = summary["baseline_ratio"]
-        print(
-            f"baseline (one process): {baseline.get('throughput_Average', 0):.0f} pods/s; "
-            f"distributed / baseline = {ratio:.2f}"
-            if ratio
-            else "distributed / baseline = -"
         )
     paced = next((r.paced for r in results if r.paced), None)
     if paced:
