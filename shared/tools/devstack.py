@@ -142,7 +142,11 @@ class LocalStack:
         for svc in self.services:
             while True:
                 if svc.proc.poll() is not None:
-                    raise RuntimeError(f"{svc.name} exited: see {svc.log_path}")
+                    # the tail goes with the error: a temporary stack's log is gone after it
+                    raise RuntimeError(
+                        f"{svc.name} exited ({svc.proc.returncode}): see {svc.log_path}\n"
+                        + log_tail(svc.log_path)
+                    )
                 with contextlib.suppress(OSError):
                     url = f"http://127.0.0.1:{svc.http_port}/readyz"
                     with urllib.request.urlopen(url, timeout=1) as resp:
@@ -235,3 +239,11 @@ def temporary_stack(
         )
         with running(stack, services) as st:
             yield st
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    """The last lines of a service's log, for an error that outlives the log."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
