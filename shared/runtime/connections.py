@@ -13,12 +13,13 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
-from redis import Redis as SyncRedis
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from shared.runtime.redisurl import SentinelURL, parse_sentinel_url
 from shared.runtime.settings import Credentials
 from shared.subjects import STREAMS, StreamSpec
 
@@ -88,26 +89,82 @@ def redis_auth(creds: Credentials | None) -> dict[str, Any]:
     return auth
 
 
-def connect_redis_sync(url: str, creds: Credentials | None, timeout: float) -> SyncRedis:
-    """A blocking client with short timeouts, for the lease renewal thread."""
-    return SyncRedis.from_url(
-        url, socket_connect_timeout=timeout, socket_timeout=timeout, **redis_auth(creds)
-    )
+# Every command retries through a short outage (a restart, a Sentinel failover: about
+# 2.5 s of backoff, reconnecting each time), then fails to its caller, which retries
+# longer. On a Sentinel primary a reconnect asks the sentinels for the primary again.
+_COMMANDS: dict[str, Any] = {
+    "decode_responses": False,
+    "socket_connect_timeout": 2,
+    "socket_timeout": 10,
+    "health_check_interval": 5,
+    "retry_on_error": [RedisConnectionError, RedisTimeoutError],
+}
+_SENTINEL_TIMEOUT = 2.0  # a sentinel answers at once or is skipped for the next one
+
+
+def _retry() -> Retry:
+    return Retry(ExponentialBackoff(cap=1.0, base=0.05), 5)
 
 
 def connect_redis(url: str, creds: Credentials | None = None) -> aioredis.Redis:
-    """A pooled client; commands retry through short outages, callers retry longer ones."""
+    """A pooled client of KSCHED_REDIS_URL (runtime/redisurl.py): one server, or the
+    primary that Sentinel names, followed across failovers."""
+    target = parse_sentinel_url(url)
+    if target is None:
+        return aioredis.from_url(url, retry=_retry(), **_COMMANDS, **redis_auth(creds))
+    return _sentinel_primary(target, creds)
+
+
+class SentinelRedis(aioredis.Redis):
+    """The client of a Sentinel-watched primary. redis-py's SentinelManagedConnection
+    asks the sentinels for the primary at every (re)connect and turns a READONLY reply
+    (the primary it still talks to was demoted) into a ConnectionError, so the retry
+    above reconnects to the new primary; Lua runs through Script objects, which load a
+    script again on NOSCRIPT (a promoted replica has none cached). Closing the client
+    also closes its sentinel connections, which redis-py leaves open."""
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        pool = self.connection_pool
+        await super().aclose(close_connection_pool)
+        if isinstance(pool, SentinelConnectionPool):
+            await pool.sentinel_manager.aclose()
+
+
+def _sentinel_primary(target: SentinelURL, creds: Credentials | None) -> aioredis.Redis:
     auth = redis_auth(creds)
-    return aioredis.from_url(
-        url,
-        decode_responses=False,
-        socket_connect_timeout=2,
-        socket_timeout=10,
-        health_check_interval=5,
-        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 5),
-        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+    tls: dict[str, Any] = {"ssl": True} if target.tls else {}
+    if not target.tls:
+        auth.pop("ssl_ca_certs", None)
+    # the URL's user:password, as in a redis:// URL, over the environment's
+    auth.update(
+        {k: v for k, v in (("username", target.username), ("password", target.password)) if v}
+    )
+    sentinel_auth: dict[str, Any] = {}
+    if creds is not None and creds.redis_sentinel_username:
+        sentinel_auth["username"] = creds.redis_sentinel_username
+    if creds is not None and creds.redis_sentinel_password:
+        sentinel_auth["password"] = creds.redis_sentinel_password
+    if target.tls and "ssl_ca_certs" in auth:
+        sentinel_auth["ssl_ca_certs"] = auth["ssl_ca_certs"]
+    sentinels = Sentinel(
+        list(target.sentinels),
+        sentinel_kwargs={
+            "socket_connect_timeout": _SENTINEL_TIMEOUT,
+            "socket_timeout": _SENTINEL_TIMEOUT,
+            **tls,
+            **sentinel_auth,
+        },
+    )
+    client: aioredis.Redis = sentinels.master_for(
+        target.master,
+        redis_class=SentinelRedis,
+        db=target.db,
+        retry=_retry(),
+        **_COMMANDS,
+        **tls,
         **auth,
     )
+    return client
 
 
 def stream_config(spec: StreamSpec, replicas: int = 1) -> StreamConfig:

@@ -38,6 +38,9 @@ class Credentials(BaseModel):
     redis_username: str | None = None
     redis_password: str | None = Field(default=None, repr=False)
     redis_tls_ca: str | None = None  # CA bundle for rediss:// servers
+    # the sentinels' own user, when they require one (redis+sentinel:// URLs)
+    redis_sentinel_username: str | None = None
+    redis_sentinel_password: str | None = Field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Credentials:
@@ -49,6 +52,8 @@ class Credentials(BaseModel):
             redis_username=env.get("KSCHED_REDIS_USERNAME") or None,
             redis_password=secret(env, "KSCHED_REDIS_PASSWORD"),
             redis_tls_ca=env.get("KSCHED_REDIS_TLS_CA") or None,
+            redis_sentinel_username=env.get("KSCHED_REDIS_SENTINEL_USERNAME") or None,
+            redis_sentinel_password=secret(env, "KSCHED_REDIS_SENTINEL_PASSWORD"),
         )
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import nats
-import redis.asyncio as aioredis
 
+from shared.runtime.connections import connect_redis
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LocalStack, ServiceProc, running
 from shared.tools.observe import settle
@@ -102,7 +102,7 @@ def _slow_consumers(stack: LocalStack) -> list[str]:
 async def run_burst(stack: LocalStack, pods: int, nodes: int, pod_bytes: int = 0) -> BurstReport:
     report = BurstReport(pods)
     nc = await nats.connect(stack.nats_url)
-    redis = aioredis.from_url(stack.redis_url)
+    redis = connect_redis(stack.redis_url)
     sampler = asyncio.create_task(_sample_rss(list(stack.services), report.peak_rss_mb))
     try:
         tracker = PodTracker()

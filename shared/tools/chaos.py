@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import nats
-import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 from nats.js.errors import APIError
 
 from shared.api.models import key_of
+from shared.runtime.connections import connect_redis
 from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, pod_subject
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LEADER_ELECTED, LocalStack, running
@@ -241,7 +241,7 @@ async def run_chaos(stack: LocalStack, cfg: ChaosConfig) -> ChaosReport:
         stack.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5, error_cb=_quiet
     )
     assert stack.redis is not None
-    redis = aioredis.from_url(stack.redis_url)
+    redis = connect_redis(stack.redis_url)
     try:
         tracker = PodTracker()
         await tracker.start(nc)

@@ -1,7 +1,8 @@
 """Local servers and service processes without Docker: for `make run`, tests and benches.
 
-The servers themselves are started by servers.py (one nats-server) and
-natscluster.py (a NATS cluster on loopback).
+The servers themselves are started by servers.py (one nats-server, one redis-server),
+natscluster.py (a NATS cluster on loopback) and sentinel.py (Redis with a replica and
+three sentinels).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared.tools.natscluster import NatsCluster, start_nats_cluster
+from shared.tools.sentinel import RedisSentinels, start_sentinels
 from shared.tools.servers import Server, free_port, spawn, start_nats, start_redis
 
 SERVICES = ("watcher", "queue", "cache", "worker", "binder")
@@ -49,11 +51,15 @@ class LocalStack:
     nats_servers: int = 1
     stream_replicas: int = 1
     sync_always: bool = False
+    # One redis-server, or a primary, its replica and three sentinels (sentinel.py):
+    # the services then follow the primary through Sentinel (redis+sentinel://).
+    redis_sentinel: bool = False
     env: dict[str, str] = field(default_factory=dict)
     service_env: dict[str, dict[str, str]] = field(default_factory=dict)  # per service name
     nats: Server | None = None  # the one nats-server; None with a cluster
     nats_cluster: NatsCluster | None = None
-    redis: Server | None = None
+    redis: Server | None = None  # the one redis-server; None with Sentinel
+    redis_sentinels: RedisSentinels | None = None
     services: list[ServiceProc] = field(default_factory=list)
 
     @property
@@ -77,8 +83,16 @@ class LocalStack:
 
     @property
     def redis_url(self) -> str:
+        """KSCHED_REDIS_URL; open it with runtime/connections.py connect_redis."""
+        if self.redis_sentinels is not None:
+            return self.redis_sentinels.url
         assert self.redis is not None
         return f"redis://127.0.0.1:{self.redis.port}/0"
+
+    def redis_processes(self) -> list[Server]:
+        if self.redis_sentinels is not None:
+            return self.redis_sentinels.processes()
+        return [self.redis] if self.redis is not None else []
 
     def start_servers(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -88,7 +102,10 @@ class LocalStack:
             )
         else:
             self.nats = start_nats(self.workdir)
-        self.redis = start_redis(self.workdir, persist=self.persist)
+        if self.redis_sentinel:
+            self.redis_sentinels = start_sentinels(self.workdir / "redis")
+        else:
+            self.redis = start_redis(self.workdir, persist=self.persist)
 
     def replicas(self, name: str) -> int:
         if name in LEADER_ELECTED:
@@ -156,9 +173,8 @@ class LocalStack:
 
     def stop(self) -> None:
         self.stop_services()
-        for server in [self.redis, *self.nats_processes()]:
-            if server is not None:
-                server.stop()
+        for server in [*self.redis_processes(), *self.nats_processes()]:
+            server.stop()
 
 
 def _leads(http_port: int) -> bool:
@@ -203,6 +219,7 @@ def temporary_stack(
     nats_servers: int = 1,
     stream_replicas: int = 1,
     sync_always: bool = False,
+    redis_sentinel: bool = False,
 ) -> Iterator[LocalStack]:
     """`running` in a temporary directory, for benchmarks; removed afterwards."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
@@ -213,6 +230,7 @@ def temporary_stack(
             nats_servers=nats_servers,
             stream_replicas=stream_replicas,
             sync_always=sync_always,
+            redis_sentinel=redis_sentinel,
             env={"KSCHED_LOG_LEVEL": log_level},
         )
         with running(stack, services) as st:

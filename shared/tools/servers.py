@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,8 +116,14 @@ def start_nats(
 
 
 def start_redis(
-    workdir: Path, port: int | None = None, *, persist: bool = False, aclfile: Path | None = None
+    workdir: Path,
+    port: int | None = None,
+    *,
+    persist: bool = False,
+    aclfile: Path | None = None,
+    extra: Sequence[str] = (),
 ) -> Server:
+    """redis-server on loopback; `extra` arguments after ksched's (e.g. --replicaof)."""
     port = port or free_port()
     path, _ = find_redis_server()
     args = [
@@ -134,6 +141,7 @@ def start_redis(
         "--daemonize",
         "no",
         *(["--aclfile", str(aclfile)] if aclfile is not None else []),
+        *extra,
     ]
     log_path = workdir / "redis.log"
     proc = spawn(args, log_path)

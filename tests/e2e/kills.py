@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
+from typing import Any
 
 from nats.aio.client import Client as NATS
 
+from shared.tools.chaos import publish_new
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LocalStack
 from shared.tools.synthetic import make_node, make_pod
@@ -35,3 +38,23 @@ async def run_and_kill(
         f"{len(tracker.bound())} of {pods} bound"
     )
     assert all(v.bind_count == 1 for v in tracker.pods.values())
+
+
+async def publish_until_bound(
+    nc: NATS, nodes: list[dict[str, Any]], pods: list[dict[str, Any]], bound: int
+) -> tuple[PodTracker, asyncio.Task[None]]:
+    """Publish `nodes`, then start publishing `pods`, 40 at a time, each once (retrying
+    through a server's failover), and return once `bound` of them are bound: time to
+    kill something under load. The returned task goes on publishing the rest."""
+    js = nc.jetstream(timeout=5)
+    tracker = PodTracker()
+    await tracker.start(nc)
+    await publish_all(js, nodes)
+
+    async def publish() -> None:
+        for start in range(0, len(pods), 40):
+            await asyncio.gather(*(publish_new(js, p) for p in pods[start : start + 40]))
+
+    publishing = asyncio.create_task(publish())
+    assert await tracker.wait_until(lambda t: len(t.bound()) >= bound, timeout=60)
+    return tracker, publishing

@@ -23,7 +23,6 @@ from shared.api.models import key_of
 from shared.runtime.connections import ensure_streams
 from shared.runtime.publish import Conflict, write_pod
 from shared.subjects import BIND_STREAM, BINDER_CONSUMER, CLUSTER_STREAM, STREAMS
-from shared.tools.chaos import publish_new
 from shared.tools.cli.live import connect
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LocalStack
@@ -32,6 +31,7 @@ from shared.tools.natscluster import NatsCluster
 from shared.tools.observe import settle
 from shared.tools.servers import Server
 from shared.tools.synthetic import make_node, make_pod
+from tests.e2e.kills import publish_until_bound
 from tests.e2e.state import eventually
 from tests.e2e.test_cli_e2e import ksched
 
@@ -81,18 +81,8 @@ async def schedule_through_a_kill(
 ) -> tuple[PodTracker, int]:
     """Publish the pods while one server is killed part way (the one `choose` returns);
     every pod ends bound once, and the cache's commits agree. Returns the victim."""
-    js = nc.jetstream(timeout=5)
-    tracker = PodTracker()
-    await tracker.start(nc)
-    await publish_all(js, NODES)
     pods = [make_pod(f"p-{i:03d}", cpu="125m", memory="256Mi") for i in range(PODS)]
-
-    async def publish() -> None:
-        for start in range(0, PODS, 40):
-            await asyncio.gather(*(publish_new(js, p) for p in pods[start : start + 40]))
-
-    publishing = asyncio.create_task(publish())
-    assert await tracker.wait_until(lambda t: len(t.bound()) >= PODS // 4, timeout=60)
+    tracker, publishing = await publish_until_bound(nc, NODES, pods, PODS // 4)
     victim = await choose(stack, nc)
     await asyncio.to_thread(cluster_of(stack).kill, victim)
     await asyncio.wait_for(publishing, 120)  # publish_new retries through the failover

@@ -22,9 +22,9 @@ from itertools import count
 from typing import Any
 
 import nats
-import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 
+from shared.runtime.connections import connect_redis
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request
 from shared.snapshot import Snapshot
@@ -88,7 +88,7 @@ async def _timed(
 
 async def _measure(stack: LocalStack, nodes: int, pods_per_node: int) -> list[dict[str, Any]]:
     nc = await nats.connect(stack.nats_url)
-    redis = aioredis.from_url(stack.redis_url)
+    redis = connect_redis(stack.redis_url)
     try:
         names = [f"node-{i:05d}" for i in range(nodes)]
         await _send(

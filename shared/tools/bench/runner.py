@@ -28,6 +28,7 @@ from nats.js import JetStreamContext
 
 from shared import keys
 from shared.api.models import key_of
+from shared.runtime.connections import connect_redis
 from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
 from shared.tools.bench.resources import cpu_delta, peak_rss, usages
 from shared.tools.bench.workloads import (
@@ -259,7 +260,7 @@ async def run_workload(
 ) -> BenchResult:
     driver = Driver(stack, workload, size, timeout)
     nc = await nats.connect(servers=stack.nats_urls)
-    redis = aioredis.from_url(stack.redis_url)
+    redis = connect_redis(stack.redis_url)
     try:
         js = nc.jetstream()
         await driver.tracker.start(nc)

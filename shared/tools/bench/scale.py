@@ -31,6 +31,7 @@ import nats
 import redis.asyncio as aioredis
 
 from shared import keys
+from shared.runtime.connections import connect_redis
 from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
 from shared.tools.bench.refresh import print_refresh, refresh_costs
 from shared.tools.client import PodTracker, publish_all
@@ -160,7 +161,7 @@ async def _wait_for_nodes(redis: aioredis.Redis, count: int, timeout: float = 60
 
 async def _measure(stack: LocalStack, args: argparse.Namespace) -> list[RunResult]:
     nc = await nats.connect(stack.nats_url)
-    redis = aioredis.from_url(stack.redis_url)
+    redis = connect_redis(stack.redis_url)
     try:
         tracker = PodTracker()
         await tracker.start(nc)
