@@ -9,7 +9,7 @@ seconds into its phase, under that load:
 - partition: drop every packet of one host for `cut_seconds`, then heal;
 - kill-nats-leader: kill -9 the nats-server leading KSCHED_CLUSTER (then restarted);
 - kill-redis-primary: kill -9 the Redis primary; the Sentinels promote a replica (the
-  services must name the Sentinels: `--sentinel`); the old primary comes back a replica.
+  services name the Sentinels, redis+sentinel://); the old primary comes back a replica.
 
 After each, the phase's pods are settled and judged: bound, pending (unschedulable),
 lost, bound twice, nodes overcommitted or constraints violated (invariants 1-3 over the
@@ -40,13 +40,13 @@ from nats.aio.client import Client as NATS
 from shared.api.models import key_of
 from shared.tools.chaos import CHAOS_ENV, ChaosConfig, publish_new, workload
 from shared.tools.client import PodTracker, publish_all
+from shared.tools.devstack import LEADER_ELECTED
 from shared.tools.hosts import REDIS_PORT, Hosts
 from shared.tools.invariants import audit
 from shared.tools.netns import HostNet
 from shared.tools.observe import decided, settle
 
 FAULTS = ("kill-host", "partition", "kill-nats-leader", "kill-redis-primary")
-LEADER_ELECTED = ("watcher", "queue", "cache")
 
 
 @dataclass(frozen=True)
@@ -57,9 +57,10 @@ class HostsChaosConfig:
     before: float = 5.0  # seconds of load before each fault
     after: float = 15.0  # seconds of load after pods bind again (or the partition heals)
     cut_seconds: float = 30.0
-    rebind_timeout: float = 60.0
+    rebind_timeout: float = 120.0
+    whole_timeout: float = 180.0  # for the hosts to be whole again before a fault
     settle_timeout: float = 180.0
-    sentinel: bool = False  # services name the Sentinels (redis+sentinel://)
+    sentinel: bool = True  # services name the Sentinels (redis+sentinel://), not h1's Redis
     seed: int = 7
 
 
@@ -196,10 +197,11 @@ class Run:
         row = FaultRow(name)
         inject = self._injectors().get(name)
         if name == "kill-redis-primary" and not self.cfg.sentinel:
-            row.blocked = "the services name h1's Redis (no redis+sentinel:// support yet)"
+            row.blocked = "the services name h1's Redis (--no-sentinel)"
             return row
         if inject is None:
             raise ValueError(f"unknown fault {name!r}; one of {', '.join(FAULTS)}")
+        await asyncio.to_thread(self.hosts.wait_whole, self.cfg.whole_timeout)
         started = len(self.load.published)
         stop = asyncio.Event()
         loading = asyncio.create_task(self.load.run(stop))
@@ -234,6 +236,10 @@ class Run:
         return max(sorted(leads), key=lambda h: leads[h])
 
     async def _rebind(self, row: FaultRow, t: float) -> None:
+        """How long after the fault at `t` pods bind again (logged with the fault's time,
+        to read beside the services' logs)."""
+        at = time.strftime("%H:%M:%S", time.gmtime(t))
+        print(f"chaos-hosts: {row.fault} {row.target} at {at}.{int(t % 1 * 1000):03d}Z", flush=True)
         row.rebind_seconds = await first_binding_after(
             self.tracker, self.load, t, self.cfg.rebind_timeout
         )
@@ -252,10 +258,11 @@ class Run:
         binders = {s.identity for s in self.hosts.services if s.host == host}
         await asyncio.to_thread(self.hosts.net.cut, host)
         cut = time.time()
-        await self._rebind(row, cut)
-        await asyncio.sleep(max(cut + self.cfg.cut_seconds - time.time(), 0))
+        rebind = asyncio.create_task(self._rebind(row, cut))  # may come only after the heal
+        await asyncio.sleep(self.cfg.cut_seconds)
         healed = time.time()  # before the heal: a binding stored after it is allowed
         await asyncio.to_thread(self.hosts.net.heal, host)
+        await rebind
         await asyncio.sleep(self.cfg.after)  # the healed side binds again: outside_binds
         mine = [v for v in self.tracker.pods.values() if v.bound_by in binders]
         row.minority_binds = sum(1 for v in mine if cut <= v.bound_stored <= healed)
@@ -343,15 +350,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=d.nodes)
     for name in ("rate", "before", "after", "cut_seconds"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=float, default=getattr(d, name))
-    parser.add_argument("--sentinel", action="store_true", help="redis+sentinel:// for services")
+    parser.add_argument(
+        "--no-sentinel", dest="sentinel", action="store_false", help="redis:// of h1's Redis"
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="keep logs here")
+    parser.add_argument("--log-level", default=CHAOS_ENV["KSCHED_LOG_LEVEL"], help="services'")
     args = parser.parse_args(argv)
     given = ("nodes", "rate", "before", "after", "cut_seconds", "sentinel")
     faults = tuple(f for f in args.faults.split(",") if f)
     cfg = HostsChaosConfig(faults, **{name: getattr(args, name) for name in given})
     with tempfile.TemporaryDirectory(prefix="ksched-hosts-") as tmp:
         workdir = args.workdir or Path(tmp)
-        hosts = Hosts(HostNet.create(3), workdir, dict(CHAOS_ENV), sentinel_url=cfg.sentinel)
+        env = {**CHAOS_ENV, "KSCHED_LOG_LEVEL": args.log_level}
+        hosts = Hosts(HostNet.create(3), workdir, env, sentinel_url=cfg.sentinel)
         try:
             hosts.start()
             report = asyncio.run(run_hosts_chaos(hosts, cfg))

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.subjects import CLUSTER_STREAM
-from shared.tools.devstack import LEADER_METRIC
+from shared.tools.devstack import LEADER_ELECTED, LEADER_METRIC
 from shared.tools.natscluster import CLUSTER_NAME, Member, NatsCluster
 from shared.tools.netns import HostNet
 from shared.tools.servers import Server, find_nats_server, find_redis_server
@@ -119,10 +119,12 @@ class Hosts:
     def nats_urls(self) -> list[str]:
         return [f"nats://{self.net.address(h)}:{NATS_PORT}" for h in self.net.hosts]
 
-    @property
-    def redis_url(self) -> str:
-        """The services' KSCHED_REDIS_URL: the Sentinels, which name the primary."""
-        sentinels = ",".join(f"{self.net.address(h)}:{SENTINEL_PORT}" for h in self.net.hosts)
+    def redis_url(self, host: int) -> str:
+        """KSCHED_REDIS_URL for a service of `host`: the Sentinels, its own host's first.
+        redis-py asks them in turn and waits on a silent one (a host cut off) before the
+        next: with a far one first, every service would pay that wait at each reconnect."""
+        order = [host, *(h for h in self.net.hosts if h != host)]
+        sentinels = ",".join(f"{self.net.address(h)}:{SENTINEL_PORT}" for h in order)
         if self.sentinel_url:
             return f"redis+sentinel://{sentinels}/{MASTER_NAME}/0"
         return f"redis://{self.net.address(PRIMARY_HOST)}:{REDIS_PORT}/0"
@@ -194,7 +196,7 @@ class Hosts:
             **os.environ,
             "KSCHED_NATS_URL": ",".join(self.nats_urls),
             "KSCHED_STREAM_REPLICAS": "3",
-            "KSCHED_REDIS_URL": self.redis_url,
+            "KSCHED_REDIS_URL": self.redis_url(host),
             "KSCHED_HTTP_HOST": self.net.address(host),
             "KSCHED_HTTP_PORT": str(port),
             "KSCHED_LEADER_ELECT_IDENTITY": identity,
@@ -266,6 +268,35 @@ class Hosts:
     def stop(self) -> None:
         self.net.destroy()
 
+    def wait_whole(self, timeout: float = READY_TIMEOUT) -> None:
+        """Every host back to full strength, as an operator waits before the next fault:
+        the NATS servers healthy (every stream and consumer replica current: a replica
+        still catching up after a fault counts for no quorum), each leader-elected
+        service led, and the Redis primary with every replica in sync."""
+        deadline = time.monotonic() + timeout
+        self.nats_cluster().wait_healthy(timeout)
+        while not self._whole():
+            if time.monotonic() > deadline:
+                raise TimeoutError("hosts not whole again: see the services' logs")
+            time.sleep(0.5)
+
+    def _whole(self) -> bool:
+        if any(self.leader(name) is None for name in LEADER_ELECTED):
+            return False
+        primary = self.redis_primary()
+        if primary is None:
+            return False
+        info = self._redis_info(primary)
+        return f"connected_slaves:{len(self.servers) - 1}" in info
+
+    def _redis_info(self, host: int) -> str:
+        with contextlib.suppress(RuntimeError):
+            return self.net.run(
+                host, "redis-cli", "-h", self.net.address(host), "-p", str(REDIS_PORT),
+                "info", "replication",
+            )  # fmt: skip
+        return ""
+
     # --- looking -------------------------------------------------------------------------
 
     def leader(self, name: str) -> HostService | None:
@@ -273,7 +304,10 @@ class Hosts:
         for svc in self.services:
             if svc.name == name and svc.alive:
                 status, body = _get(f"{svc.url}/metrics")
-                if status == 200 and f"{LEADER_METRIC} 1.0" in body.decode():
+                if status == 200 and any(
+                    line.startswith(LEADER_METRIC) and line.rstrip().endswith(" 1.0")
+                    for line in body.decode().splitlines()
+                ):
                     return svc
         return None
 
@@ -293,13 +327,8 @@ class Hosts:
     def redis_primary(self) -> int | None:
         """The host whose redis-server says it is the primary (role:master)."""
         for host in self.servers:
-            with contextlib.suppress(RuntimeError):
-                out = self.net.run(
-                    host, "redis-cli", "-h", self.net.address(host), "-p", str(REDIS_PORT),
-                    "info", "replication",
-                )  # fmt: skip
-                if "role:master" in out:
-                    return host
+            if "role:master" in self._redis_info(host):
+                return host
         return None
 
 
