@@ -5,6 +5,8 @@
 #   /secrets/nats     nats_<user> of every NATS user  (the NATS server)
 #   /secrets/redis    redis_<user> of every Redis user (the Redis server)
 #   /secrets/<svc>    nats_<svc> and, but for the binder, redis_<svc>
+#   /secrets/sentinel redis_sentinel, the Sentinels' Redis user (compose.ha.yaml mounts
+#                     it; then /secrets/redis also gets redis_replica and redis_sentinel)
 # Existing passwords are kept, so a restart rotates nothing; remove the volumes
 # (`docker compose down -v`) to rotate them all. Nothing secret is in the image.
 set -eu
@@ -21,6 +23,13 @@ for user in watcher queue cache worker; do
   file=/secrets/redis/redis_$user
   [ -s "$file" ] || new_password > "$file"
 done
+if [ -d /secrets/sentinel ]; then  # the HA shape: replication and Sentinel users
+  for user in replica sentinel; do
+    file=/secrets/redis/redis_$user
+    [ -s "$file" ] || new_password > "$file"
+  done
+  cp /secrets/redis/redis_sentinel /secrets/sentinel/
+fi
 for svc in watcher queue cache worker binder; do
   cp /secrets/nats/nats_$svc /secrets/$svc/
   [ "$svc" = binder ] || cp /secrets/redis/redis_$svc /secrets/$svc/

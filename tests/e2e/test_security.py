@@ -17,9 +17,11 @@ from redis.exceptions import AuthenticationError, NoPermissionError, ResponseErr
 
 from shared import keys
 from shared.runtime.connections import ensure_streams
+from shared.runtime.publish import write_pod
 from shared.subjects import (
     BIND_SUBJECT,
     CACHE_ASSUME,
+    CACHE_BINDING,
     CLUSTER_STREAM,
     QUEUE_POP,
     event_subject,
@@ -148,6 +150,29 @@ async def test_a_publisher_can_neither_listen_in_nor_touch_the_streams(
     finally:
         await publisher.close()
         await watcher.close()
+
+
+async def test_the_queue_may_fence_a_lapsed_attempt(servers: tuple[Server, Server]) -> None:
+    """services/queue/fence.py writes the pod once more under its last version and reads
+    the subject's latest version back, and the queue has the cache forget the attempt:
+    the queue's user may do all three (it could not, and
+    every attempt that lapsed in compose, e.g. across a Redis failover, stayed stuck)."""
+    nats_server, _ = servers
+    errors: list[str] = []
+    queue = await connect_as(nats_server, "queue", errors)
+    try:
+        js = queue.jetstream(timeout=2)
+        await ensure_streams(js)
+        pod = make_pod("lapsed")
+        assert await write_pod(js, pod, 0) > 0
+        last = await js.get_last_msg(CLUSTER_STREAM, pod_subject("default", "lapsed"))
+        assert json.loads(last.data)["object"]["metadata"]["name"] == "lapsed"
+        await queue.publish(CACHE_BINDING, b"{}")  # forgetting the attempt's room
+        await queue.flush()
+        await asyncio.sleep(0.3)  # a violation is reported asynchronously
+        assert not errors
+    finally:
+        await queue.close()
 
 
 async def test_an_operator_may_inspect_but_not_schedule(servers: tuple[Server, Server]) -> None:
