@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # docker compose v2 if present, else the v1 CLI
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-.PHONY: venv run test test-unit lint chaos burst up down compose-smoke bench bench-full bench-cycle bench-queue bench-scale bench-baseline bench-replicas clean
+.PHONY: venv run test test-unit lint chaos chaos-hosts burst up down compose-smoke bench bench-full bench-cycle bench-queue bench-scale bench-baseline bench-replicas clean
 
 venv: $(STAMP)
 
@@ -35,6 +35,12 @@ lint: venv
 ## restarted; prints the invariant report (a few minutes). `make test` runs a short one.
 chaos: venv
 	$(BIN)/python -m shared.tools.chaos
+
+## ksched on three hosts made of network namespaces (root, `ip netns`, iptables): under load,
+## a host killed, a host cut off for 30 s, the NATS leader and the Redis primary killed -9;
+## prints a report per fault (about 10 minutes). `make test` runs a short one.
+chaos-hosts: venv
+	$(BIN)/python -m shared.tools.chaoshosts
 
 ## A burst of 100 000 pod events absorbed and scheduled (backpressure; a few minutes).
 burst: venv

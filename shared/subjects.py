@@ -215,3 +215,6 @@ CONTENT_TYPE_HEADER = "Content-Type"
 MSGPACK_CONTENT_TYPE = "application/msgpack"
 EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 MSG_ID_HEADER = "Nats-Msg-Id"  # JetStream drops a repeat within the duplicate window
+# On a binding: the binder that wrote it (its lease identity), as kube's managedFields
+# name the manager of a write; lets a run tell which side of a partition bound a pod.
+BOUND_BY_HEADER = "Ksched-Bound-By"

@@ -44,6 +44,7 @@ from shared.runtime import metrics
 from shared.runtime.consume import consume_batches
 from shared.runtime.failures import Failure, record_failure
 from shared.runtime.framework_metrics import record_frameworks
+from shared.runtime.lease import identity
 from shared.runtime.permits import send_permit_signals
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
@@ -54,6 +55,7 @@ from shared.subjects import (
     BIND_STREAM,
     BIND_SUBJECT,
     BINDER_CONSUMER,
+    BOUND_BY_HEADER,
     CACHE_BINDING,
     CLUSTER_STREAM,
     ERROR_HEADER,
@@ -100,6 +102,7 @@ class Binder:
             rt.config, REGISTRY, HandleProviders(bind_pod=self.write_binding)
         )
         self.permit = PermitWaiter(rt, self._on_permit_decided)
+        self.bound_by = {BOUND_BY_HEADER: identity()}
         self._tasks: set[asyncio.Task[None]] = set()
         reg = rt.registry
         self.binds = metrics.BINDS.counter(reg)
@@ -225,7 +228,11 @@ class Binder:
         redelivered bind that already went through is recognised, not written twice."""
         try:
             await write_pod(
-                self.rt.js, bound_pod(pod.raw, node), pod.version, patience=WRITE_PATIENCE
+                self.rt.js,
+                bound_pod(pod.raw, node),
+                pod.version,
+                patience=WRITE_PATIENCE,
+                headers=self.bound_by,
             )
         except Conflict as err:
             if await self._already_bound(pod, node):

@@ -30,10 +30,16 @@ class Conflict(Exception):
 
 
 async def write_pod(
-    js: JetStreamContext, raw: dict[str, Any], expected_seq: int, *, patience: float = 0.0
+    js: JetStreamContext,
+    raw: dict[str, Any],
+    expected_seq: int,
+    *,
+    patience: float = 0.0,
+    headers: dict[str, str] | None = None,
 ) -> int:
     """Publish `MODIFIED raw` on the pod's subject if the subject is still at
-    `expected_seq` (Kubernetes' resourceVersion precondition); returns the new seq.
+    `expected_seq` (Kubernetes' resourceVersion precondition), with `headers` besides;
+    returns the new seq.
 
     For `patience` seconds, a write JetStream did not take for sure is sent again as it
     was: no stream leader answered (one lost with its server is replaced within 4-9 s),
@@ -42,7 +48,7 @@ async def write_pod(
     namespace, name = namespace_and_name(raw)
     subject = pod_subject(namespace, name)
     body = dump_json({"type": "MODIFIED", "object": raw})
-    headers = {EXPECTED_LAST_SUBJECT_SEQ: str(expected_seq)}
+    headers = {**(headers or {}), EXPECTED_LAST_SUBJECT_SEQ: str(expected_seq)}
     loop = asyncio.get_running_loop()
     deadline = loop.time() + patience
     delay = UNSURE_WRITE_PAUSE

@@ -18,7 +18,14 @@ from shared.api.models import object_key
 from shared.api.podstatus import pod_condition
 from shared.runtime.connections import ensure_streams
 from shared.runtime.consume import stream_sequence
-from shared.subjects import PODS_PREFIX, node_subject, pdb_subject, pod_group_subject, pod_subject
+from shared.subjects import (
+    BOUND_BY_HEADER,
+    PODS_PREFIX,
+    node_subject,
+    pdb_subject,
+    pod_group_subject,
+    pod_subject,
+)
 from shared.wire import dump_json
 
 
@@ -81,6 +88,8 @@ class PodView:
     bind_count: int = 0  # how many distinct bindings were seen (must stay <= 1)
     bound_at: float = 0.0  # time.perf_counter() when the first binding was seen
     bound_writes: int = 0  # versions published with spec.nodeName set (a rebind writes twice)
+    bound_by: str = ""  # the binder that wrote the first binding (its Ksched-Bound-By)
+    bound_stored: float = 0.0  # when the stream stored that binding (seconds since the epoch)
 
 
 @dataclass
@@ -116,7 +125,10 @@ class PodTracker:
         node = (obj.get("spec") or {}).get("nodeName") or ""
         if node and node != view.node:
             view.bind_count += 1
-            view.bound_at = view.bound_at or time.perf_counter()
+            if not view.bound_at:
+                view.bound_at = time.perf_counter()
+                view.bound_by = (msg.headers or {}).get(BOUND_BY_HEADER, "")
+                view.bound_stored = msg.metadata.timestamp.timestamp()
         if node and event.get("type") != "DELETED":
             view.bound_writes += 1
         view.node = node

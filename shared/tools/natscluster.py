@@ -31,6 +31,7 @@ class Member:
     port: int  # clients
     route_port: int
     monitor_port: int
+    host: str = "127.0.0.1"  # where clients and probes reach it (a netns host's address)
 
 
 def server_config(
@@ -61,7 +62,7 @@ class NatsCluster:
 
     @property
     def urls(self) -> list[str]:
-        return [f"nats://127.0.0.1:{m.port}" for m in self.members]
+        return [f"nats://{m.host}:{m.port}" for m in self.members]
 
     def index(self, server_name: str) -> int:
         return next(i for i, m in enumerate(self.members) if m.name == server_name)
@@ -87,7 +88,7 @@ class NatsCluster:
         stream ("no suitable peers for placement")."""
         deadline = time.monotonic() + timeout
         for i in self.alive():
-            while not (_healthy(self.members[i].monitor_port) and self._meta_sees_all()):
+            while not (_healthy(self.members[i]) and self._meta_sees_all()):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"nats-server {self.members[i].name} not healthy")
                 time.sleep(0.1)
@@ -96,17 +97,17 @@ class NatsCluster:
         """The JetStream meta leader counts every live server as a current peer (only
         the leader's view of its peers is kept up to date)."""
         live = {self.members[i].name for i in self.alive()}
-        meta = _meta_cluster(self.members[self.alive()[0]].monitor_port)
+        meta = _meta_cluster(self.members[self.alive()[0]])
         leader = meta.get("leader")
         if leader not in live:
             return False
-        meta = _meta_cluster(self.members[self.index(leader)].monitor_port)
+        meta = _meta_cluster(self.members[self.index(leader)])
         current = {r["name"] for r in meta.get("replicas") or [] if r.get("current")}
         return meta.get("leader") == leader and live - {leader} <= current
 
     def client_names(self, i: int) -> list[str]:
         """The names of the clients connected to server i (its /connz)."""
-        url = f"http://127.0.0.1:{self.members[i].monitor_port}/connz?limit=1024"
+        url = f"{_monitor(self.members[i])}/connz?limit=1024"
         with urllib.request.urlopen(url, timeout=2) as resp:
             conns = json.load(resp).get("connections") or []
         return [c.get("name", "") for c in conns]
@@ -116,18 +117,22 @@ class NatsCluster:
             server.stop()
 
 
-def _healthy(monitor_port: int) -> bool:
+def _monitor(member: Member) -> str:
+    return f"http://{member.host}:{member.monitor_port}"
+
+
+def _healthy(member: Member) -> bool:
     with contextlib.suppress(OSError):
-        url = f"http://127.0.0.1:{monitor_port}/healthz"
+        url = f"{_monitor(member)}/healthz"
         with urllib.request.urlopen(url, timeout=1) as resp:
             return resp.status == 200
     return False
 
 
-def _meta_cluster(monitor_port: int) -> dict[str, Any]:
+def _meta_cluster(member: Member) -> dict[str, Any]:
     """The server's view of the JetStream meta group (its /jsz)."""
     with contextlib.suppress(OSError, ValueError):
-        url = f"http://127.0.0.1:{monitor_port}/jsz"
+        url = f"{_monitor(member)}/jsz"
         with urllib.request.urlopen(url, timeout=1) as resp:
             return dict(json.load(resp).get("meta_cluster") or {})
     return {}
