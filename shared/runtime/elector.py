@@ -157,10 +157,11 @@ class LeaderElector:
         else:
             await self._hold_from_thread(self._renewer)
         log.error(
-            "%s: leader election lost (epoch %d, holder now %r)",
+            "%s: leader election lost (epoch %d): %s",
             self.service,
             self.lease.epoch,
-            self.lease.holder,
+            self.lease.lost_because or "stopped",
+            extra={"reason": self.lease.lost_because},
         )
 
     async def _hold_from_thread(self, renewer: OpenClients) -> None:
@@ -290,7 +291,7 @@ class LeaderElector:
             await asyncio.wait_for(self._release(self.clients), self.lease.config.retry_period)
         except Exception as err:  # it lapses by itself
             log.warning("%s: lease release failed: %s", self.service, err)
-        self.lease.give_up()
+        self.lease.give_up("released at shutdown")
 
     def batch(self) -> FencedBatch:
         """A batch of writes that lands only while this leader's epoch is current."""
@@ -298,7 +299,7 @@ class LeaderElector:
 
     def fence(self) -> None:
         """A write was refused: stop at once, whatever the renew loop believes."""
-        self.lease.role = Role.LOST
+        self.lease.fenced()
         self.lost.set()
 
 
