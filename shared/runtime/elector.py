@@ -19,15 +19,26 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 
+import nats.errors
 import redis.asyncio as aioredis
+from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
 from shared.runtime.fencing import Fenced, FencedBatch, epoch_floor, raise_epoch
-from shared.runtime.lease import Lease, LeaseConfig, Role
+from shared.runtime.lease import Lease, LeaseConfig, LeaseRecord, Role
 from shared.runtime.leasestore import LeaseStore, Outraced
 
 log = logging.getLogger("ksched.leaderelection")
 
 Stalled = Callable[[float], str | None]  # runtime/progress.py Progress.stalled
+
+# What a read of the lease bucket raises when no answer came: none in time (lost with its
+# server, or sent while the bucket's Raft group had no leader), no responder, or 503.
+UNANSWERED = (
+    TimeoutError,
+    nats.errors.NoRespondersError,
+    NoStreamResponseError,
+    ServiceUnavailableError,
+)
 
 
 @dataclass
@@ -105,7 +116,7 @@ class LeaderElector:
     async def _attempt(self, get: GetClients, started: float) -> None:
         """kube's tryAcquireOrRenew: read, decide, compare-and-set."""
         clients, lease = await get(), self.lease
-        record, revision = await clients.store.read(self.service)
+        record, revision = await self._read(clients.store)
         if not lease.read(time.monotonic(), record, revision):
             return
         floor = 0 if lease.leading else await self._floor(clients.redis)
@@ -117,6 +128,23 @@ class LeaderElector:
             return
         lease.wrote(started, claim, landed)
         await self._raise_epoch(clients.redis)
+
+    async def _read(self, store: LeaseStore) -> tuple[LeaseRecord | None, int]:
+        """The lease record, asked for again every retry period until answered (the try's
+        budget bounds the whole). A read lost with its NATS server, or sent while the
+        bucket had no Raft leader, is never answered: waiting on it spent a leader's
+        whole renew deadline on one request and cost it the lease, though the bucket
+        answered again long before. A read changes nothing, so asking twice is safe; a
+        write is sent once (a copy landing late would outrace the next try)."""
+        period = self.lease.config.retry_period
+        while True:
+            asked = time.monotonic()
+            try:
+                return await asyncio.wait_for(store.read(self.service), period)
+            except UNANSWERED as err:
+                log.debug("%s lease: read unanswered (%r); asking again", self.service, err)
+            # refused at once (no leader to answer yet): not faster than every period
+            await asyncio.sleep(max(asked + period - time.monotonic(), 0.0))
 
     async def _floor(self, redis: aioredis.Redis) -> int:
         """The newest epoch Redis has seen, for a takeover to start above it; 0 when
