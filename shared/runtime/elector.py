@@ -130,21 +130,38 @@ class LeaderElector:
         await self._raise_epoch(clients.redis)
 
     async def _read(self, store: LeaseStore) -> tuple[LeaseRecord | None, int]:
-        """The lease record, asked for again every retry period until answered (the try's
-        budget bounds the whole). A read lost with its NATS server, or sent while the
-        bucket had no Raft leader, is never answered: waiting on it spent a leader's
-        whole renew deadline on one request and cost it the lease, though the bucket
-        answered again long before. A read changes nothing, so asking twice is safe; a
-        write is sent once (a copy landing late would outrace the next try)."""
-        period = self.lease.config.retry_period
-        while True:
-            asked = time.monotonic()
-            try:
-                return await asyncio.wait_for(store.read(self.service), period)
-            except UNANSWERED as err:
-                log.debug("%s lease: read unanswered (%r); asking again", self.service, err)
-            # refused at once (no leader to answer yet): not faster than every period
-            await asyncio.sleep(max(asked + period - time.monotonic(), 0.0))
+        """The lease record, asked for again every half retry period until one of the
+        reads is answered (the try's budget bounds the whole). A read lost with its
+        NATS server, or sent while the bucket had no Raft leader, is never answered:
+        waiting on it spent a leader's whole renew deadline on one request and cost it
+        the lease, though the bucket answered again long before. Earlier reads stay
+        pending, so a slow bucket is not asked in vain; a read changes nothing, so
+        asking twice is safe. The write is sent once (a copy landing late would outrace
+        the next try)."""
+        pace = self.lease.config.retry_period / 2
+        asking: set[asyncio.Task[tuple[LeaseRecord | None, int]]] = set()
+        try:
+            while True:
+                asked = time.monotonic()
+                asking.add(asyncio.create_task(store.read(self.service)))
+                while (left := asked + pace - time.monotonic()) > 0:
+                    if not asking:  # all refused at once (no leader yet): pace them
+                        await asyncio.sleep(left)
+                        break
+                    done, asking = await asyncio.wait(
+                        asking, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if not done:
+                        break
+                    answered = _answer(done)
+                    if answered is not None:
+                        return answered
+                log.debug("%s lease: read unanswered; asking again", self.service)
+        finally:
+            for task in asking:
+                task.cancel()
+                if task.done() and not task.cancelled():
+                    task.exception()  # retrieved: no "never retrieved" at collection
 
     async def _floor(self, redis: aioredis.Redis) -> int:
         """The newest epoch Redis has seen, for a takeover to start above it; 0 when
@@ -336,6 +353,19 @@ async def _set_within(event: asyncio.Event, seconds: float) -> bool:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(event.wait(), seconds)
     return event.is_set()
+
+
+def _answer(
+    done: set[asyncio.Task[tuple[LeaseRecord | None, int]]],
+) -> tuple[LeaseRecord | None, int] | None:
+    """The first answer among finished reads; None when each was refused or timed out
+    (any other error is raised: it is not for asking again)."""
+    errors = [err for err in (task.exception() for task in done) if err is not None]
+    for err in errors:
+        if not isinstance(err, UNANSWERED):
+            raise err
+    answers = [task.result() for task in done if task.exception() is None]
+    return answers[0] if answers else None
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
