@@ -7,6 +7,7 @@ cluster it was connected to, or the lease bucket's Raft leader, was killed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,8 +25,11 @@ from tests.e2e.state import eventually
 
 pytestmark = pytest.mark.e2e
 
-# A renew deadline that leaves room for several reads after a lost one.
-CONFIG = LeaseConfig(lease_duration=6.0, renew_deadline=4.0, retry_period=0.5)
+# Room for a nats-server to start again on a loaded machine, within the renew deadline;
+# a lost read is waited on for longer than that (as the services' 5 s request timeout
+# outlasts the tests' 2 s deadline), so only asking again keeps the lease.
+CONFIG = LeaseConfig(lease_duration=30.0, renew_deadline=20.0, retry_period=0.5)
+REQUEST_TIMEOUT = 60.0
 
 
 @pytest.fixture
@@ -43,7 +47,7 @@ async def test_a_renewal_whose_read_was_lost_with_its_server_asks_again(
     server = dying_nats[0]
     nc = await connect_nats([f"nats://127.0.0.1:{server.port}"], "lease-test")
     try:
-        js = nc.jetstream()
+        js = nc.jetstream(timeout=REQUEST_TIMEOUT)
         await ensure_lease_bucket(js, 1)
         store = await LeaseStore.open(js)
         elector = LeaderElector(LeaseClients(store, redis), "queue", "me", CONFIG)
@@ -51,6 +55,7 @@ async def test_a_renewal_whose_read_was_lost_with_its_server_asks_again(
         renewals = elector.lease.record.renew_count if elector.lease.record else 0
 
         server.proc.send_signal(signal.SIGSTOP)  # takes what is sent, answers nothing
+        assert await eventually(lambda: _stopped(server.proc.pid), 5), "not frozen"
         sent = nc.stats["out_msgs"]
         renewing = asyncio.create_task(elector.try_once())
         assert await eventually(lambda: _read_sent(nc, sent), 5), "the read was not sent"
@@ -65,6 +70,15 @@ async def test_a_renewal_whose_read_was_lost_with_its_server_asks_again(
         assert record.renew_count == renewals + 1  # renewed by that very try
     finally:
         await nc.close()
+
+
+async def _stopped(pid: int) -> bool:
+    """Every thread of the process is stopped: before that, one may still answer."""
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        with contextlib.suppress(OSError):
+            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+    return bool(states) and all(state in ("T", "t") for state in states)
 
 
 async def _read_sent(nc: NATS, before: int) -> bool:
