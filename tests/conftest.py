@@ -46,9 +46,15 @@ def stack(tmp_path: Path) -> Iterator[LocalStack]:
 @pytest.fixture
 def cluster_stack(tmp_path: Path) -> Iterator[LocalStack]:
     """The whole ksched on a 3-server NATS cluster (loopback, routes), its streams in 3
-    replicas and every server fsyncing each write, as compose.ha.yaml runs it."""
+    replicas and every server fsyncing each write, as compose.ha.yaml runs it: with a
+    standby for watcher, queue and cache, as compose runs two replicas of each. When a
+    killed server led the lease bucket, the bucket has no Raft leader for nats-server's
+    election timeout (4-9 s), past the short renew deadline (2 s): the leaders lose
+    their leases and exit, and their standbys take over once the bucket answers again.
+    Alone, they left watcher, queue and cache to nobody (docs/reliability.md)."""
     stack = make_test_stack(tmp_path / "stack")
     stack.nats_servers = stack.stream_replicas = 3
+    stack.standbys = 1
     stack.sync_always = True
     with running(stack) as st:
         yield st

@@ -19,15 +19,26 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 
+import nats.errors
 import redis.asyncio as aioredis
+from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
 from shared.runtime.fencing import Fenced, FencedBatch, epoch_floor, raise_epoch
-from shared.runtime.lease import Lease, LeaseConfig, Role
+from shared.runtime.lease import Lease, LeaseConfig, LeaseRecord, Role
 from shared.runtime.leasestore import LeaseStore, Outraced
 
 log = logging.getLogger("ksched.leaderelection")
 
 Stalled = Callable[[float], str | None]  # runtime/progress.py Progress.stalled
+
+# What a read of the lease bucket raises when no answer came: none in time (lost with its
+# server, or sent while the bucket's Raft group had no leader), no responder, or 503.
+UNANSWERED = (
+    TimeoutError,
+    nats.errors.NoRespondersError,
+    NoStreamResponseError,
+    ServiceUnavailableError,
+)
 
 
 @dataclass
@@ -105,7 +116,7 @@ class LeaderElector:
     async def _attempt(self, get: GetClients, started: float) -> None:
         """kube's tryAcquireOrRenew: read, decide, compare-and-set."""
         clients, lease = await get(), self.lease
-        record, revision = await clients.store.read(self.service)
+        record, revision = await self._read(clients.store)
         if not lease.read(time.monotonic(), record, revision):
             return
         floor = 0 if lease.leading else await self._floor(clients.redis)
@@ -117,6 +128,40 @@ class LeaderElector:
             return
         lease.wrote(started, claim, landed)
         await self._raise_epoch(clients.redis)
+
+    async def _read(self, store: LeaseStore) -> tuple[LeaseRecord | None, int]:
+        """The lease record, asked for again every half retry period until one of the
+        reads is answered (the try's budget bounds the whole). A read lost with its
+        NATS server, or sent while the bucket had no Raft leader, is never answered:
+        waiting on it spent a leader's whole renew deadline on one request and cost it
+        the lease, though the bucket answered again long before. Earlier reads stay
+        pending, so a slow bucket is not asked in vain; a read changes nothing, so
+        asking twice is safe. The write is sent once (a copy landing late would outrace
+        the next try)."""
+        pace = self.lease.config.retry_period / 2
+        asking: set[asyncio.Task[tuple[LeaseRecord | None, int]]] = set()
+        try:
+            while True:
+                asked = time.monotonic()
+                asking.add(asyncio.create_task(store.read(self.service)))
+                while (left := asked + pace - time.monotonic()) > 0:
+                    if not asking:  # all refused at once (no leader yet): pace them
+                        await asyncio.sleep(left)
+                        break
+                    done, asking = await asyncio.wait(
+                        asking, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if not done:
+                        break
+                    answered = _answer(done)
+                    if answered is not None:
+                        return answered
+                log.debug("%s lease: read unanswered; asking again", self.service)
+        finally:
+            for task in asking:
+                task.cancel()
+                if task.done() and not task.cancelled():
+                    task.exception()  # retrieved: no "never retrieved" at collection
 
     async def _floor(self, redis: aioredis.Redis) -> int:
         """The newest epoch Redis has seen, for a takeover to start above it; 0 when
@@ -157,10 +202,11 @@ class LeaderElector:
         else:
             await self._hold_from_thread(self._renewer)
         log.error(
-            "%s: leader election lost (epoch %d, holder now %r)",
+            "%s: leader election lost (epoch %d): %s",
             self.service,
             self.lease.epoch,
-            self.lease.holder,
+            self.lease.lost_because or "stopped",
+            extra={"reason": self.lease.lost_because},
         )
 
     async def _hold_from_thread(self, renewer: OpenClients) -> None:
@@ -290,7 +336,7 @@ class LeaderElector:
             await asyncio.wait_for(self._release(self.clients), self.lease.config.retry_period)
         except Exception as err:  # it lapses by itself
             log.warning("%s: lease release failed: %s", self.service, err)
-        self.lease.give_up()
+        self.lease.give_up("released at shutdown")
 
     def batch(self) -> FencedBatch:
         """A batch of writes that lands only while this leader's epoch is current."""
@@ -298,7 +344,7 @@ class LeaderElector:
 
     def fence(self) -> None:
         """A write was refused: stop at once, whatever the renew loop believes."""
-        self.lease.role = Role.LOST
+        self.lease.fenced()
         self.lost.set()
 
 
@@ -307,6 +353,19 @@ async def _set_within(event: asyncio.Event, seconds: float) -> bool:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(event.wait(), seconds)
     return event.is_set()
+
+
+def _answer(
+    done: set[asyncio.Task[tuple[LeaseRecord | None, int]]],
+) -> tuple[LeaseRecord | None, int] | None:
+    """The first answer among finished reads; None when each was refused or timed out
+    (any other error is raised: it is not for asking again)."""
+    errors = [err for err in (task.exception() for task in done) if err is not None]
+    for err in errors:
+        if not isinstance(err, UNANSWERED):
+            raise err
+    answers = [task.result() for task in done if task.exception() is None]
+    return answers[0] if answers else None
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

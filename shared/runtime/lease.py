@@ -185,6 +185,9 @@ class Lease:
         self.revision = 0  # the record's revision in the bucket (0: no record)
         self.observed_at = 0.0  # when this revision was first seen (own monotonic clock)
         self.renewed_at = 0.0  # when our last landed write was sent (own monotonic clock)
+        # Why this leader lost, for its last log line: the holder it read says nothing
+        # when its tries went unanswered (still itself).
+        self.lost_because = ""
         self._stall_seen = False
 
     @property
@@ -205,7 +208,7 @@ class Lease:
         if self.role is Role.LEADING:
             if record is not None and (record.holder, record.epoch) == (self.identity, self.epoch):
                 return True
-            self.role = Role.LOST  # taken over: a newer term's record
+            self._lose(f"taken over by {self.holder or 'nobody'} (epoch {self._read_epoch()})")
             return False
         if record is None or record.holder in ("", self.identity):
             # nobody's, released, or held by an earlier process of our identity (a
@@ -237,7 +240,7 @@ class Lease:
         """The compare-and-set found the revision moved since the read: another
         candidate wrote first. Nobody writes a leader's record but a successor."""
         if self.role is Role.LEADING:
-            self.role = Role.LOST
+            self._lose("outraced: another write to the lease landed first")
 
     def released(self, wall: float) -> LeaseRecord | None:
         """What a leader that stops writes (client-go's ReleaseOnCancel): its record
@@ -262,15 +265,31 @@ class Lease:
         self._stall_seen = reason is not None
         return give_up
 
-    def give_up(self) -> None:
-        """Released for want of progress: final, like any loss."""
-        self.role, self.holder = Role.LOST, ""
+    def give_up(self, because: str = "given up for want of progress") -> None:
+        """Released (for want of progress, or at shutdown): final, like any loss."""
+        self._lose(because)
+        self.holder = ""
 
     def failed(self, now: float) -> None:
         """A try that reached no verdict (the bucket unreachable): a leader keeps its
         role until the renew deadline passes."""
         if self.role is Role.LEADING and not self.current(now):
-            self.role = Role.LOST
+            # e.g. the lease bucket without a Raft leader (its server died): nats-server
+            # elects the next one 4-9 s later, past a renew deadline shorter than that
+            self._lose(
+                f"not renewed within the renew deadline ({self.config.renew_deadline:g} s): "
+                "the lease bucket did not answer"
+            )
+
+    def fenced(self) -> None:
+        """A write of this leader's was refused: a newer epoch exists."""
+        self._lose("fenced: a write was refused for a newer epoch")
+
+    def _lose(self, because: str) -> None:
+        self.role, self.lost_because = Role.LOST, because
+
+    def _read_epoch(self) -> int:
+        return self.record.epoch if self.record is not None else 0
 
     def budget(self, now: float) -> float:
         """How long the next try may take: a leader must know before its renew deadline."""

@@ -197,14 +197,23 @@ def _leads(http_port: int) -> bool:
     )
 
 
+def _standbys(stack: LocalStack, name: str) -> int:
+    return stack.standbys if name in LEADER_ELECTED else 0
+
+
 @contextlib.contextmanager
 def running(stack: LocalStack, services: Sequence[str] = SERVICES) -> Iterator[LocalStack]:
     """The stack's servers and `services` (workers and binders counted) started and
-    ready; all stopped afterwards."""
+    ready; all stopped afterwards. The standbys start once the rest is ready: on a
+    loaded machine, a dozen processes importing at once outlasted wait_ready."""
     try:
         stack.start_servers()
         for name in services:
-            for _ in range(stack.replicas(name)):
+            for _ in range(stack.replicas(name) - _standbys(stack, name)):
+                stack.start_service(name)
+        stack.wait_ready()
+        for name in services:
+            for _ in range(_standbys(stack, name)):
                 stack.start_service(name)
         stack.wait_ready()
         yield stack

@@ -1,7 +1,8 @@
 """ksched on a 3-server NATS cluster with R3 streams: a server killed (kill -9) while
-pods are scheduled loses no pod, binds none twice and overcommits no node; the
-server comes back and rejoins; the CLI works with the first server of its list down;
-a delivery of the cluster stream lost on its way to the watcher is not acked away; a
+pods are scheduled (the one most services use, the cluster stream's leader, the lease
+bucket's leader) loses no pod, binds none twice and overcommits no node; the server
+comes back and rejoins; the CLI works with the first server of its list down; a
+delivery of the cluster stream lost on its way to the watcher is not acked away; a
 write no stream took is sent again."""
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import nats
@@ -21,6 +21,7 @@ from nats.js.errors import NoStreamResponseError
 from services.watcher.takeover import is_watcher_consumer as is_watcher
 from shared.api.models import key_of
 from shared.runtime.connections import ensure_streams
+from shared.runtime.leasestore import LEASE_STREAM
 from shared.runtime.publish import Conflict, write_pod
 from shared.subjects import BIND_STREAM, BINDER_CONSUMER, CLUSTER_STREAM, STREAMS
 from shared.tools.cli.live import connect
@@ -69,11 +70,22 @@ async def services_server(stack: LocalStack, nc: NATS) -> int:
     return counts.index(max(counts))
 
 
-async def cluster_stream_leader(stack: LocalStack, nc: NATS) -> int:
-    """The server that leads KSCHED_CLUSTER's Raft group."""
-    info = await nc.jetstream().stream_info(CLUSTER_STREAM)
+async def stream_leader(stack: LocalStack, nc: NATS, stream: str) -> int:
+    """The server that leads `stream`'s Raft group."""
+    info = await nc.jetstream().stream_info(stream)
     assert info.cluster is not None and info.cluster.leader
     return cluster_of(stack).index(info.cluster.leader)
+
+
+async def cluster_stream_leader(stack: LocalStack, nc: NATS) -> int:
+    """The server that leads KSCHED_CLUSTER's Raft group."""
+    return await stream_leader(stack, nc, CLUSTER_STREAM)
+
+
+async def lease_bucket_leader(stack: LocalStack, nc: NATS) -> int:
+    """The server that leads the lease bucket's Raft group: the bucket has no leader for
+    nats-server's election timeout (4-9 s), longer than the renew deadline."""
+    return await stream_leader(stack, nc, LEASE_STREAM)
 
 
 async def schedule_through_a_kill(
@@ -146,26 +158,13 @@ async def test_streams_and_durables_have_three_replicas(cnc: NATS) -> None:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(
-    "choose",
-    [
-        services_server,
-        pytest.param(
-            cluster_stream_leader,
-            marks=pytest.mark.skipif(
-                not os.environ.get("KSCHED_KILL_STREAM_LEADER"),
-                reason="failed twice under a loaded CI machine, cause not yet found (issue 20); "
-                "KSCHED_KILL_STREAM_LEADER=1 runs it",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("choose", [services_server, cluster_stream_leader, lease_bucket_leader])
 async def test_a_killed_server_loses_no_pod_and_rejoins(
     cluster_stack: LocalStack, cnc: NATS, choose: Chooser
 ) -> None:
     tracker, victim = await schedule_through_a_kill(cluster_stack, cnc, choose)
-    if choose is cluster_stream_leader:  # another server took over
-        assert await cluster_stream_leader(cluster_stack, cnc) != victim
+    if choose is not services_server:  # another server took over
+        assert await choose(cluster_stack, cnc) != victim
     await rejoins(cluster_stack, cnc, tracker, victim)
 
 

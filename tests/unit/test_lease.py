@@ -5,6 +5,7 @@ candidate's own clock."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -190,6 +191,41 @@ def test_a_leader_keeps_leading_through_failed_tries_until_the_renew_deadline() 
     assert lease.next_try_in(9.9) == pytest.approx(0.1)  # one last try before the deadline
     lease.failed(10.0)
     assert lease.role is Role.LOST and not lease.current(10.0)
+
+
+def lost_unanswered(lease: Lease) -> None:
+    lease.failed(10.0)
+
+
+def lost_taken_over(lease: Lease) -> None:
+    lease.read(2, held("other", 8), 11)
+
+
+def lost_outraced(lease: Lease) -> None:
+    lease.outraced()
+
+
+def lost_fenced(lease: Lease) -> None:
+    lease.fenced()
+
+
+@pytest.mark.parametrize(
+    ("lose", "because"),
+    [
+        (lost_unanswered, "not renewed within the renew deadline (10 s)"),
+        (lost_taken_over, "taken over by other (epoch 8)"),
+        (lost_outraced, "outraced"),
+        (lost_fenced, "fenced"),
+    ],
+)
+def test_a_lost_lease_says_why(lose: Callable[[Lease], None], because: str) -> None:
+    """Unanswered tries leave the record read last naming this leader: its holder is no
+    reason (a lease bucket without a Raft leader for longer than the renew deadline
+    read as 'holder now <itself>')."""
+    lease = leader(0)
+    lose(lease)
+    assert lease.role is Role.LOST
+    assert lease.lost_because.startswith(because)
 
 
 def test_the_renew_deadline_counts_from_when_the_renewal_was_sent() -> None:
