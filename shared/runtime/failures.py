@@ -29,6 +29,12 @@ from shared.runtime.publish import Conflict, publish_event, write_pod
 
 log = logging.getLogger("ksched.failures")
 
+# A status JetStream did not take for sure is sent again for this long (publish.py,
+# write_pod), as a binding is: a stream leader lost with its server is replaced within
+# 4-9 s, and a status dropped then leaves a pod pending with no reason until its next
+# attempt (seen when a host was cut off under load).
+STATUS_WRITE_PATIENCE = 30.0
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -66,7 +72,9 @@ async def record_failure(
     written = True
     if updated is not None:
         try:
-            rep["seq"] = await write_pod(nc.jetstream(), updated, seq)
+            rep["seq"] = await write_pod(
+                nc.jetstream(), updated, seq, patience=STATUS_WRITE_PATIENCE
+            )
         except Conflict:
             written = False  # the pod changed meanwhile; its update re-evaluates it
         except Exception as err:
