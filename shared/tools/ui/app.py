@@ -34,7 +34,7 @@ STATIC = {
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/style.css": ("style.css", "text/css; charset=utf-8"),
 }
-WHATIF_TOP = 10
+WHATIF_TOP = 5  # best-scoring nodes in a what-if answer: the page stays short
 EXPLAIN_NODES_PER_GROUP = 50  # node names per verdict group on the pod panel
 
 

@@ -112,11 +112,12 @@ function groupsTable(report, onNode) {
 function scoresTable(scores) {
   if (!scores || !scores.length) return "";
   const plugins = Object.keys(scores[0].plugins);
-  return el("table", { class: "scores" },
+  return el("div", {}, el("h3", {}, "Best scores (normalized × weight per Score plugin)"),
+    el("table", { class: "scores" },
     el("thead", {}, el("tr", {}, el("th", {}, "Node"), el("th", {}, "Total"),
       ...plugins.map((p) => el("th", {}, p)))),
     el("tbody", {}, ...scores.map((s) => el("tr", {}, el("td", {}, s.node), el("td", {}, s.total),
-      ...plugins.map((p) => el("td", {}, `${s.plugins[p].normalized}×${s.plugins[p].weight}`))))));
+      ...plugins.map((p) => el("td", {}, `${s.plugins[p].normalized}×${s.plugins[p].weight}`)))))));
 }
 
 function nodeDetail(node) {
