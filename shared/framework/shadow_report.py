@@ -24,7 +24,7 @@ from shared.framework.shadow import (
     Shadow,
     node_of,
 )
-from shared.framework.types import NodeInfo
+from shared.framework.types import LABEL_ZONE, NodeInfo
 
 RESOURCES = ("cpu", "memory")  # cpu in millicores, memory in bytes
 NO_ZONE = "(no zone)"
@@ -83,8 +83,9 @@ def utilisation(
         if info.raw_node is None:
             continue
         alloc = {r: info.allocatable.get(r, 0) for r in RESOURCES}
-        per_node[name] = _fractions(requested[name], alloc)
-        zone = zones.setdefault(info.zone or NO_ZONE, {r: [0, 0] for r in RESOURCES})
+        zone_name = info.labels.get(LABEL_ZONE) or NO_ZONE
+        per_node[name] = {"zone": zone_name, **_fractions(requested[name], alloc)}
+        zone = zones.setdefault(zone_name, {r: [0, 0] for r in RESOURCES})
         for r in RESOURCES:
             zone[r][0] += requested[name][r]
             zone[r][1] += alloc[r]
