@@ -47,6 +47,8 @@ OWNER_KINDS = {
     "replicationcontroller": "ReplicationController",
 }
 
+LISTED_BEST = 10  # of the candidate's tied best nodes, listed per decision (all counted)
+
 # What a decision is, compared with reality.
 SAME = "same"
 ELSEWHERE = "elsewhere"  # placed on another node
@@ -102,7 +104,8 @@ class Decision:
             "verdict": self.verdict,
             "real": self.real,
             "shadow": self.shadow_node,
-            "shadowBest": self.shadow,
+            "shadowBest": self.shadow[:LISTED_BEST],
+            "shadowBestCount": len(self.shadow),
             "feasible": self.feasible,
         }
         if self.score_deltas:

@@ -4,7 +4,10 @@ scores computed by hand predict, the report is the same twice, and nothing is wr
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,7 @@ pytestmark = pytest.mark.e2e
 
 NODES = [("n1", 4, "zone-a"), ("n2", 8, "zone-a"), ("n3", 4, "zone-b"), ("n4", 6, "zone-b")]
 POD_CPUS = [1, 2, 1, 1, 3, 1, 2, 1]
+CLI = (sys.executable, "-m", "shared.tools.cli.main")
 HEADER = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 MOST_ALLOCATED = {
     **HEADER,
@@ -84,6 +88,33 @@ async def test_shadow_of_a_real_log(nc: NATS, tracker: PodTracker, tmp_path: Pat
     code, table, err = await ksched(nc_url(nc), "shadow", "--config", str(candidate))
     assert code == 0, err
     assert f"{len(predicted)} differ" in table and "NodeResourcesFit +" in table
+
+    # --follow: the report, then each new differing decision as it is recorded
+    follow = await asyncio.create_subprocess_exec(
+        *CLI,
+        "shadow",
+        "--config",
+        str(candidate),
+        "--follow",
+        "-o",
+        "json",
+        "--nats",
+        nc_url(nc),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert follow.stdout is not None
+        first = json.loads(await asyncio.wait_for(follow.stdout.readline(), 60))
+        assert first == moved
+        least, most = cluster.best(1, most=False), cluster.best(1, most=True)
+        assert not set(least) & set(most)  # wherever ksched puts it, MostAllocated differs
+        await publish_all(js, [make_pod("late", cpu="1", memory="4Gi")])
+        line = json.loads(await asyncio.wait_for(follow.stdout.readline(), 60))
+        assert line["pod"] == "default/late" and line["shadowBest"] == most
+        assert line["real"] in least
+    finally:
+        follow.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(follow.wait(), 30) == 0
 
 
 def nc_url(nc: NATS) -> str:

@@ -97,9 +97,8 @@ async def shadow_stream(
             )
         )
         events = await _stored(queue, stored)
-        for ev in backfilled(events):
-            shadow.feed(ev)
-        result = report(shadow)
+        # CPU-bound: off the event loop, which keeps the consumer's heartbeats meanwhile
+        result = await asyncio.to_thread(replay, shadow, events)
         if follow:
             emit(json.dumps(result) if json_lines else "\n".join(report_lines(result)))
             await _follow(queue, shadow, json_lines)
@@ -107,6 +106,12 @@ async def shadow_stream(
         return result
     finally:
         await nc.close()
+
+
+def replay(shadow: Shadow, events: list[LogEvent]) -> dict[str, Any]:
+    for ev in backfilled(events):
+        shadow.feed(ev)
+    return report(shadow)
 
 
 async def _stored(queue: asyncio.Queue[Msg], stored: int) -> list[LogEvent]:
