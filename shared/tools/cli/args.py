@@ -173,6 +173,15 @@ def add_ui_arguments(p: argparse.ArgumentParser) -> None:
     nats_flag(p)
 
 
+def add_shadow_arguments(p: argparse.ArgumentParser) -> None:
+    """`ksched shadow` (shadow.py): the cluster stream replayed through a configuration."""
+    p.add_argument("--config", required=True, help="the candidate KubeSchedulerConfiguration")
+    p.add_argument("--since", help="compare the decisions from this stream sequence or ISO time")
+    p.add_argument("--follow", action="store_true", help="then print new differences as they come")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    nats_flag(p)
+
+
 def command_of(argv: list[str]) -> str:
     """The verb: the first word that is not a flag ("" for none)."""
     return next((a for a in argv if not a.startswith("-")), "")
