@@ -1,6 +1,7 @@
 """`ksched ui` in a real headless Chromium against a running ksched: the page shows
 the nodes' heat map, the pending pod with the reason ksched gave it, that pod's
-per-node verdicts, and a worker's what-if answer to the form."""
+per-node verdicts, a worker's what-if answer to the form, and the shadow report of a
+candidate configuration over the recorded log."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ def cluster() -> list[dict]:
     nodes = [make_node("small-a", cpu="2"), make_node("small-b", cpu="2"), make_node("big-c")]
     placed = [make_pod("busy", cpu="1500m", node="small-a")]  # small-a 75% busy
     pending = [make_pod("huge", cpu="8")]  # fits nowhere: Insufficient cpu everywhere
-    return nodes + placed + pending
+    # LeastAllocated (running) puts it on big-c, MostAllocated (the shadow) on small-a
+    small = [make_pod("small", cpu="500m")]
+    return nodes + placed + pending + small
 
 
 @pytest.fixture
@@ -77,12 +80,18 @@ def look(url: str) -> dict:
         whatif = browser.wait_for(
             "(d => d && d.innerText)(document.querySelector('#whatif-result .decision'))"
         )
+        browser.evaluate("document.querySelector('#shadow-form button').click()")
+        shadow = browser.wait_for(
+            "(d => d && d.innerText.includes('compared') && d.innerText)"
+            "(document.querySelector('#shadow-result'))"
+        )
         counts = browser.evaluate("document.querySelector('#counts').innerText")
         return {
             "tiles": tiles,
             "row": row,
             "verdicts": verdicts,
             "whatif": whatif,
+            "shadow": shadow,
             "counts": counts,
         }
 
@@ -92,13 +101,15 @@ async def test_page_shows_the_cluster_its_pending_pod_and_a_whatif(
 ) -> None:
     await publish_all(nc.jetstream(), cluster())
     assert await tracker.wait_until(lambda t: "default/huge" in t.unschedulable(), 30)
+    assert await tracker.wait_until(lambda t: "default/small" in t.bound(), 30)
+    assert tracker.bound()["default/small"] == "big-c"
 
     seen = await asyncio.to_thread(look, ui)
 
     tiles = dict(seen["tiles"])
     assert sorted(tiles) == sorted(NODES)
     assert "cpu 1.5/2 (75%)" in tiles["small-a"], tiles  # requested vs allocatable, on hover
-    assert "cpu 0/2 (0%)" in tiles["small-b"]
+    assert "cpu 0.5/4 (13%)" in tiles["big-c"]
     assert "default/huge" in seen["row"] and "Unschedulable" in seen["row"]
     assert "0/3 nodes are available" in seen["row"]
     # the pod's verdicts: all three nodes rejected by NodeResourcesFit for cpu
@@ -108,4 +119,9 @@ async def test_page_shows_the_cluster_its_pending_pod_and_a_whatif(
     assert seen["whatif"].startswith("Would go to "), seen["whatif"]
     assert seen["whatif"].split()[3] in NODES
     assert "(3 of 3 nodes feasible)" in seen["whatif"]
-    assert seen["counts"].split() == ["3", "nodes", "2", "pods", "1", "bound", "1", "pending"]
+    assert seen["counts"].split() == ["3", "nodes", "3", "pods", "2", "bound", "1", "pending"]
+    # the shadow (MostAllocated) would have packed small onto the busy small-a; huge fits
+    # nowhere for it either (no difference)
+    shadow = seen["shadow"]
+    assert "2 decisions compared (1 elsewhere, 1 same): 1 differ" in shadow, shadow
+    assert "default/small\telsewhere\tbig-c\tsmall-a\tNodeResourcesFit" in shadow, shadow

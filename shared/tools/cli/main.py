@@ -17,8 +17,8 @@ from typing import Any
 from shared.tools.cli.args import (
     KschedParser,
     add_kubectl_verbs,
-    add_ui_arguments,
     add_shadow_arguments,
+    add_ui_arguments,
     add_whatif_arguments,
     command_of,
 )

@@ -1,9 +1,10 @@
 """`ksched ui`: serves the page (static/) and its JSON API over a running ksched.
 
 Read-only: the page follows the cluster stream (ClusterWatch, as `ksched get -w`),
-explains a pod in this process (the what-if code `ksched describe pod` uses) and
-forwards what-if forms to a worker (`ksched whatif`'s request); it never publishes
-to the cluster."""
+explains a pod in this process (the what-if code `ksched describe pod` uses),
+forwards what-if forms to a worker (`ksched whatif`'s request) and replays the log
+through a pasted configuration (`ksched shadow`'s report); it never publishes to the
+cluster."""
 
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ def static(name: str) -> bytes:
 class Ui:
     """The page's state: one NATS connection and the cluster as the stream shows it."""
 
-    def __init__(self, nc: NATS, watch: ClusterWatch, config: str | None) -> None:
-        self.nc, self.watch, self.config = nc, watch, config
+    def __init__(self, nc: NATS, watch: ClusterWatch, config: str | None, url: str) -> None:
+        self.nc, self.watch, self.config, self.url = nc, watch, config, url
 
     def objects(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         return [e.obj for e in self.watch.nodes.values()], [e.obj for e in self.watch.pods.values()]
@@ -63,6 +64,8 @@ class Ui:
             return await self.pod(req.query.get("name", ""), req.query.get("node") or None)
         if req.method == "POST" and req.path == "/api/whatif":
             return await self.whatif(req.body)
+        if req.method == "POST" and req.path == "/api/shadow":
+            return await self.shadow(req.body)
         raise HttpError(404, f"no route {req.method} {req.path}")
 
     async def pod(self, key: str, node: str | None) -> Response:
@@ -90,13 +93,32 @@ class Ui:
         except (ValueError, AttributeError, ManifestError, CliError) as err:
             return error_response(400, str(err))
 
+    async def shadow(self, body: bytes) -> Response:
+        """`ksched shadow`'s report: the recorded log replayed through the pasted
+        configuration (its own ordered consumer; the replay runs off the event loop)."""
+        import yaml
+
+        from shared.config import ConfigError, parse_config
+        from shared.framework.profile_map import ProfileMap
+        from shared.plugins import REGISTRY
+        from shared.tools.cli.shadow import shadow_stream
+
+        try:
+            form = json.loads(body or b"{}")
+            config = parse_config(yaml.safe_load(str(form.get("config", ""))), "the form")
+            ProfileMap(config, REGISTRY)  # unknown plugins, bad args: refused as at start
+            since = str(form.get("since") or "") or None
+            return json_response(await shadow_stream(self.url, config, since, False, False))
+        except (ValueError, AttributeError, yaml.YAMLError, ConfigError, CliError) as err:
+            return error_response(400, " ".join(str(err).split()))
+
 
 async def serve(args: argparse.Namespace) -> int:
     nc = await connect(args.nats)
     try:
         watch = ClusterWatch()
         await watch.start(nc.jetstream())
-        ui = Ui(nc, watch, args.config)
+        ui = Ui(nc, watch, args.config, args.nats)
         server = await asyncio.start_server(connection_handler(ui.handle), args.listen, args.port)
         async with server:
             host, port = server.sockets[0].getsockname()[:2]

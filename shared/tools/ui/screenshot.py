@@ -1,8 +1,9 @@
 """`python -m shared.tools.ui.screenshot docs/ui.png`: the page's picture for the docs.
 
 A local stack, a demo cluster (three zones of mixed nodes, GPU nodes tainted, running
-pods spread unevenly, a few pods that fit nowhere), `ksched ui`, then headless Chromium
-clicks a pending pod and asks the what-if form, and saves the whole page."""
+pods spread unevenly, a few pods that fit nowhere, pods scheduled meanwhile), `ksched
+ui`; then headless Chromium clicks a pending pod, asks the what-if form, runs the shadow
+form, and saves the whole page."""
 
 from __future__ import annotations
 
@@ -69,18 +70,26 @@ def pending_pods() -> list[dict[str, Any]]:
     return [*train, gpu, a100]
 
 
+def new_pods(count: int) -> list[dict[str, Any]]:
+    """Pods ksched schedules while the log records it: the shadow's decisions."""
+    return [make_pod(f"checkout-{i}", cpu="500m", memory="1Gi") for i in range(count)]
+
+
 async def publish_scene(url: str) -> None:
     rng = random.Random(23)
     nodes = demo_nodes(45, 3)
-    pending = pending_pods()
+    pending, placed = pending_pods(), new_pods(24)
     nc = await nats.connect(url)
     try:
         tracker = PodTracker()
         await tracker.start(nc)
-        await publish_all(nc.jetstream(), nodes + running_pods(nodes, rng) + pending)
+        await publish_all(nc.jetstream(), nodes + running_pods(nodes, rng) + pending + placed)
         keys = {f"default/{p['metadata']['name']}" for p in pending}
-        if not await tracker.wait_until(lambda t: keys <= set(t.unschedulable()), 60):
-            raise SystemExit("the demo's pending pods never got their reasons")
+        bound = {f"default/{p['metadata']['name']}" for p in placed}
+        if not await tracker.wait_until(
+            lambda t: keys <= set(t.unschedulable()) and bound <= set(t.bound()), 60
+        ):
+            raise SystemExit("the demo's pods never got placed or their reasons")
     finally:
         await nc.close()
 
@@ -95,6 +104,8 @@ def shoot(url: str, path: str) -> None:
         browser.wait_for("!!document.querySelector('#pod-result table')")
         browser.evaluate("document.querySelector('#whatif-form button').click()")
         browser.wait_for("!!document.querySelector('#whatif-result table')")
+        browser.evaluate("document.querySelector('#shadow-form button').click()")
+        browser.wait_for("!!document.querySelector('#shadow-result table')")
         browser.evaluate(
             "document.querySelector('.tile[data-node=\"node-07\"]')"
             ".dispatchEvent(new MouseEvent('mouseenter'))"

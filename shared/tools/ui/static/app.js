@@ -166,6 +166,65 @@ async function askWhatIf(node) {
   }
 }
 
+const SHADOW_ROWS = 10; // differing decisions listed (the rest counted): the page stays short
+
+function shadowCause(d) {
+  if (d.rejectedBy) return Object.entries(d.rejectedBy).map(([p, v]) => (p ? `${p}: ${v}` : v)).join("; ");
+  if (d.scoreDeltas) {
+    return Object.entries(d.scoreDeltas).map(([p, v]) => `${p} ${v > 0 ? "+" : ""}${v}`).join(", ");
+  }
+  return d.verdict === "schedulable" ? `fits ${d.feasible} node(s)` : "";
+}
+
+function pct(f) { return `${(f * 100).toFixed(1)}%`; }
+
+function change(a, b) { return a.fraction === b.fraction ? pct(a.fraction) : `${pct(a.fraction)} → ${pct(b.fraction)}`; }
+
+function table(headers, rows, cls) {
+  return el("table", { class: cls || "" }, el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", {}, h)))),
+    el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((c) => el("td", {}, c))))));
+}
+
+function renderShadow(box, out) {
+  const counts = Object.entries(out.counts).map(([k, v]) => `${v} ${k}`).join(", ") || "none";
+  box.replaceChildren(el("p", { class: "decision" },
+    `${out.decisions} decisions compared (${counts}): ${out.differences} differ`));
+  const rows = out.differing.slice(0, SHADOW_ROWS).map((d) =>
+    [d.seq, d.pod, d.verdict, d.real || "–", d.shadow || "–", shadowCause(d)]);
+  if (rows.length) {
+    box.append(el("h3", {}, "Decisions the candidate takes otherwise"),
+      table(["Seq", "Pod", "Verdict", "Real", "Shadow", "Why"], rows, "shadow-differing"));
+    if (out.differing.length > SHADOW_ROWS) box.append(el("p", { class: "muted" }, `(${out.differing.length - SHADOW_ROWS} more)`));
+  }
+  const real = out.utilisation.real, shadow = out.utilisation.shadow;
+  const zones = Object.keys(real.zones).map((z) => [z, change(real.zones[z].cpu, shadow.zones[z].cpu),
+    change(real.zones[z].memory, shadow.zones[z].memory)]);
+  const balance = ["cpu", "memory"].map((r) => [r,
+    `${pct(real.balance[r].mean)} → ${pct(shadow.balance[r].mean)}`,
+    `${pct(real.balance[r].stddev)} → ${pct(shadow.balance[r].stddev)}`]);
+  box.append(el("div", { class: "columns" },
+    el("div", {}, el("h3", {}, "Requested / allocatable per zone (real → shadow)"), table(["Zone", "cpu", "memory"], zones)),
+    el("div", {}, el("h3", {}, "Balance across nodes (real → shadow)"), table(["", "mean", "std dev"], balance))));
+}
+
+async function runShadow() {
+  const box = document.getElementById("shadow-result");
+  box.replaceChildren(el("p", { class: "muted" }, "replaying the log…"));
+  const form = {
+    config: document.getElementById("shadow-config").value,
+    since: document.getElementById("shadow-since").value.trim(),
+  };
+  try {
+    renderShadow(box, await getJSON("/api/shadow", { method: "POST", body: JSON.stringify(form) }));
+  } catch (err) {
+    box.replaceChildren(el("p", { class: "error" }, err.message));
+  }
+}
+
+document.getElementById("shadow-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  runShadow();
+});
 document.getElementById("pod-form").addEventListener("submit", (e) => {
   e.preventDefault();
   explainPod(document.getElementById("pod-name").value.trim());
