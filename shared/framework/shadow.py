@@ -144,6 +144,11 @@ def _unschedulable(pod: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _bound(pod: dict[str, Any], node: str) -> dict[str, Any]:
+    """The pod as the candidate would have bound it (--diverge)."""
+    return {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node}}
+
+
 def backfilled(events: Iterable[LogEvent]) -> list[LogEvent]:
     """The events, preceded (at seq 0) by the objects whose first retained event is a
     MODIFIED: they existed before the log's start. A pending pod is left out (it weighs
@@ -170,6 +175,7 @@ class Shadow:
         registry: Mapping[str, PluginFactory],
         since_seq: int = 0,
         since_time: dt.datetime | None = None,
+        diverge: bool = False,
     ) -> None:
         self.profiles = {p.scheduler_name: p for p in config.profiles}
         self.registry = registry  # the plugins (the framework imports none: see runtime)
@@ -177,6 +183,11 @@ class Shadow:
         self.since_seq, self.since_time = since_seq, since_time
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, dict[str, Any]] = {}  # every pod, bound or pending
+        self.placed: dict[str, str] = {}  # pod -> the node the replay holds it on
+        # --diverge: the candidate's own placements (None: fits nowhere) replace the
+        # real ones in the replay, which then follows the candidate's history
+        self.diverge = diverge
+        self.diverged: dict[str, str | None] = {}
         self.objects = ClusterObjects()
         self.decisions: list[Decision] = []
 
@@ -186,9 +197,12 @@ class Shadow:
         decision = None
         if ev.kind == "pod":
             before = self.pods.get(ev.key)
+            self._unplace(ev.key)  # a pod being scheduled is on no node
             if ev.type != DELETED and self._compared(ev):
                 decision = self._decide(ev, before)
-            self._apply_pod(ev, before)
+            if decision is not None and self.diverge and decision.verdict != UNSERVED:
+                self.diverged[ev.key] = decision.shadow_node
+            self._apply_pod(ev)
         elif ev.kind == "node":
             self._apply_node(ev)
         elif ev.kind in OWNER_KINDS:
@@ -202,18 +216,23 @@ class Shadow:
             return False
         return self.since_time is None or (ev.at is not None and ev.at >= self.since_time)
 
-    def _apply_pod(self, ev: LogEvent, before: dict[str, Any] | None) -> None:
-        if before is not None and node_of(before):
-            info = self.nodes.get(node_of(before))
-            if info is not None:
-                info.remove_pod(ev.key)
+    def _unplace(self, key: str) -> None:
+        node = self.placed.pop(key, None)
+        info = self.nodes.get(node) if node else None
+        if info is not None:
+            info.remove_pod(key)
+
+    def _apply_pod(self, ev: LogEvent) -> None:
         if ev.type == DELETED:
             self.pods.pop(ev.key, None)
+            self.diverged.pop(ev.key, None)
             return
         self.pods[ev.key] = ev.obj
-        node = node_of(ev.obj)
+        node = self.diverged[ev.key] if ev.key in self.diverged else node_of(ev.obj)
         if node:
-            self.nodes.setdefault(node, NodeInfo(node)).add_pod(PodInfo.lazy(ev.obj))
+            pod = ev.obj if node == node_of(ev.obj) else _bound(ev.obj, node)
+            self.nodes.setdefault(node, NodeInfo(node)).add_pod(PodInfo.lazy(pod))
+            self.placed[ev.key] = node
 
     def _apply_node(self, ev: LogEvent) -> None:
         if ev.type == DELETED:

@@ -5,7 +5,8 @@ The candidate's placements are the real ones with each pod's last differing deci
 applied: a pod placed elsewhere moves to the candidate's node, one that would have been
 unschedulable leaves, one that would have fit goes to the candidate's node. This is an
 estimate under the per-decision model (each decision was taken on the real history), not
-the outcome of a divergent history.
+the outcome of a divergent history. With --diverge the replay itself followed the
+candidate's placements: they are the ones it holds at the end.
 """
 
 from __future__ import annotations
@@ -35,8 +36,11 @@ def report(shadow: Shadow) -> dict[str, Any]:
     decisions = shadow.decisions
     counts = Counter(d.verdict for d in decisions)
     real = {k: node_of(p) for k, p in shadow.pods.items() if node_of(p)}
-    candidate = shadow_placements(real, decisions, shadow.pods)
+    candidate = (
+        dict(shadow.placed) if shadow.diverge else shadow_placements(real, decisions, shadow.pods)
+    )
     return {
+        "mode": "diverge" if shadow.diverge else "per-decision",
         "decisions": len(decisions),
         "differences": sum(1 for d in decisions if d.differs),
         "counts": dict(sorted(counts.items())),

@@ -228,3 +228,26 @@ def test_objects_known_before_the_log_start_are_backfilled() -> None:
 def test_the_report_is_the_same_twice() -> None:
     log, _ = scheduled_log()
     assert report(replay(MOST_ALLOCATED, log.events)) == report(replay(MOST_ALLOCATED, log.events))
+
+
+def test_diverge_follows_the_candidates_own_placements() -> None:
+    """--diverge: each pod goes where the candidate put it, so that later decisions
+    meet the candidate's cluster (computed here by hand) and no node is overcommitted."""
+    log, expected = scheduled_log()
+    shadow = replay(MOST_ALLOCATED, log.events, diverge=True)
+    out = report(shadow)
+    assert out["mode"] == "diverge"
+    mine, predicted, where = Cluster.of(NODES), [], {}
+    for (key, *_, real), cpu in zip(expected, POD_CPUS, strict=True):
+        most = mine.best(cpu, most=True)
+        node = real if real in most else most[0]
+        if node != real:
+            predicted.append((key, real, most))
+        mine.place(node, cpu)
+        where[key] = node
+    assert [(d["pod"], d["real"], d["shadowBest"]) for d in out["differing"]] == predicted
+    assert {k: n for k, n in shadow.placed.items() if k in where} == where
+    nodes = out["utilisation"]["shadow"]["nodes"]
+    assert all(n[r]["fraction"] <= 1 for n in nodes.values() for r in ("cpu", "memory"))
+    # the per-decision model, on the same log, differs from it
+    assert report(replay(MOST_ALLOCATED, log.events))["differing"] != out["differing"]

@@ -178,6 +178,9 @@ def add_shadow_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, help="the candidate KubeSchedulerConfiguration")
     p.add_argument("--since", help="compare the decisions from this stream sequence or ISO time")
     p.add_argument("--follow", action="store_true", help="then print new differences as they come")
+    p.add_argument(
+        "--diverge", action="store_true", help="replay the candidate's placements, not reality's"
+    )
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     nats_flag(p)
 

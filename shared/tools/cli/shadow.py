@@ -5,6 +5,7 @@ decisions it would have taken differently, without binding or writing anything.
 The cluster stream is read with an ephemeral ordered consumer, as ClusterWatch reads it:
 first everything it holds (then the report), then with --follow every new decision as
 it is recorded (one line, or one JSON object a line with -o json), until interrupted.
+With --diverge the replay follows the candidate's own placements instead of reality's.
 """
 
 from __future__ import annotations
@@ -75,14 +76,15 @@ def parse_since(text: str | None) -> tuple[int, dt.datetime | None]:
 
 
 async def shadow_stream(
-    url: str, config: SchedulerConfiguration, since: str | None, follow: bool, json_lines: bool
+    url: str, config: SchedulerConfiguration, args: argparse.Namespace
 ) -> dict[str, Any]:
-    """The report over the stored history; with `follow`, then prints the differences
+    """The report over the stored history; with --follow, then prints the differences
     of each new decision until cancelled."""
-    since_seq, since_time = parse_since(since)
+    since_seq, since_time = parse_since(args.since)
+    follow, json_lines = args.follow, args.output == "json"
     from shared.plugins import REGISTRY
 
-    shadow = Shadow(config, REGISTRY, since_seq, since_time)
+    shadow = Shadow(config, REGISTRY, since_seq, since_time, diverge=args.diverge)
     nc = await connect(url)
     try:
         js = nc.jetstream()
@@ -162,7 +164,10 @@ def cause(d: dict[str, Any]) -> str:
 
 def report_lines(out: dict[str, Any]) -> list[str]:
     counts = ", ".join(f"{v} {k}" for k, v in out["counts"].items()) or "none"
-    lines = [f"{out['decisions']} decisions compared ({counts}): {out['differences']} differ"]
+    lines = [
+        f"{out['decisions']} decisions compared ({counts}): {out['differences']} differ"
+        f" ({out['mode']})"
+    ]
     if out["differing"]:
         rows = [
             [
@@ -215,8 +220,7 @@ def _pct(fraction: float) -> str:
 def run_shadow(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
-        json_lines = args.output == "json"
-        out = asyncio.run(shadow_stream(args.nats, config, args.since, args.follow, json_lines))
+        out = asyncio.run(shadow_stream(args.nats, config, args))
     except (ConfigError, CliError) as err:
         warn(f"error: {err}")
         return 1
@@ -224,5 +228,6 @@ def run_shadow(args: argparse.Namespace) -> int:
         return 0
     if not args.follow:
         with contextlib.suppress(BrokenPipeError):
-            emit(json.dumps(out, indent=2) if json_lines else "\n".join(report_lines(out)))
+            json_out = args.output == "json"
+            emit(json.dumps(out, indent=2) if json_out else "\n".join(report_lines(out)))
     return 0
