@@ -107,8 +107,13 @@ class Ui:
             form = json.loads(body or b"{}")
             config = parse_config(yaml.safe_load(str(form.get("config", ""))), "the form")
             ProfileMap(config, REGISTRY)  # unknown plugins, bad args: refused as at start
-            since = str(form.get("since") or "") or None
-            return json_response(await shadow_stream(self.url, config, since, False, False))
+            args = argparse.Namespace(  # `ksched shadow -o json` without --follow
+                since=str(form.get("since") or "") or None,
+                diverge=bool(form.get("diverge")),
+                follow=False,
+                output="json",
+            )
+            return json_response(await shadow_stream(self.url, config, args))
         except (ValueError, AttributeError, yaml.YAMLError, ConfigError, CliError) as err:
             return error_response(400, " ".join(str(err).split()))
 

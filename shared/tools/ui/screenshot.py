@@ -104,6 +104,7 @@ def shoot(url: str, path: str) -> None:
         browser.wait_for("!!document.querySelector('#pod-result table')")
         browser.evaluate("document.querySelector('#whatif-form button').click()")
         browser.wait_for("!!document.querySelector('#whatif-result table')")
+        browser.evaluate("document.getElementById('shadow-diverge').checked = true")
         browser.evaluate("document.querySelector('#shadow-form button').click()")
         browser.wait_for("!!document.querySelector('#shadow-result table')")
         browser.evaluate(

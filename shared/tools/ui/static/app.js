@@ -188,7 +188,10 @@ function table(headers, rows, cls) {
 function renderShadow(box, out) {
   const counts = Object.entries(out.counts).map(([k, v]) => `${v} ${k}`).join(", ") || "none";
   box.replaceChildren(el("p", { class: "decision" },
-    `${out.decisions} decisions compared (${counts}): ${out.differences} differ`));
+    `${out.decisions} decisions compared (${counts}): ${out.differences} differ`),
+    el("p", { class: "muted" }, out.mode === "diverge"
+      ? "diverge: each decision met the candidate's own earlier placements"
+      : "per-decision: each decision met the real cluster of its moment; utilisation is an estimate"));
   const rows = out.differing.slice(0, SHADOW_ROWS).map((d) =>
     [d.seq, d.pod, d.verdict, d.real || "–", d.shadow || "–", shadowCause(d)]);
   if (rows.length) {
@@ -213,6 +216,7 @@ async function runShadow() {
   const form = {
     config: document.getElementById("shadow-config").value,
     since: document.getElementById("shadow-since").value.trim(),
+    diverge: document.getElementById("shadow-diverge").checked,
   };
   try {
     renderShadow(box, await getJSON("/api/shadow", { method: "POST", body: JSON.stringify(form) }));
