@@ -1,20 +1,25 @@
 """A minimal HTTP/1.1 server on asyncio streams: one request per connection, GET and
 POST, JSON or static bodies. The page needs no more, and the project no web framework
-(aiohttp is not a dependency: a second event-loop stack for four routes is not worth it)."""
+(aiohttp is not a dependency: a second event-loop stack for five routes is not worth it)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-MAX_BODY_BYTES = 1 << 20  # a pasted manifest; anything larger is refused
+# A pasted manifest or configuration; larger is refused, which also keeps a forwarded
+# what-if well under NATS's max payload (1 MiB by default).
+MAX_BODY_BYTES = 256 << 10
 HEADER_TIMEOUT_SECONDS = 10.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,9 @@ def connection_handler(
                 resp = error_response(err.status, str(err))
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
                 return
+            except Exception as err:  # a bug or a lost server: the page shows why
+                log.exception("ui request failed")
+                resp = error_response(500, f"{type(err).__name__}: {err}")
             writer.write(encode(resp))
             await writer.drain()
         finally:
