@@ -1,6 +1,7 @@
 """`ksched shadow` against a real stack's log: ksched schedules pods one after another;
-the running configuration then finds no difference, MostAllocated finds the ones the
-scores computed by hand predict, the report is the same twice, and nothing is written."""
+the running configuration then finds no difference, a changed weight and MostAllocated
+find the ones the scores computed by hand predict, the report is the same twice, and
+nothing is written."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from shared.subjects import CLUSTER_STREAM
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.synthetic import make_node, make_pod
 from tests.e2e.test_cli_e2e import ksched
-from tests.shadow_scores import Cluster
+from tests.shadow_scores import Cluster, fit_weight_config, prefer_zone
 
 pytestmark = pytest.mark.e2e
 
@@ -48,7 +49,8 @@ async def test_shadow_of_a_real_log(nc: NATS, tracker: PodTracker, tmp_path: Pat
     keys = []
     for i, cpu in enumerate(POD_CPUS):
         key = f"default/web-{i}"
-        await publish_all(js, [make_pod(f"web-{i}", cpu=str(cpu), memory=f"{cpu * 4}Gi")])
+        pod = prefer_zone(make_pod(f"web-{i}", cpu=str(cpu), memory=f"{cpu * 4}Gi"), "zone-b")
+        await publish_all(js, [pod])
         assert await tracker.wait_until(lambda t, k=key: k in t.bound(), timeout=30)
         keys.append(key)
     await publish_all(js, [make_pod("big", cpu="9", memory="36Gi")])
@@ -58,6 +60,8 @@ async def test_shadow_of_a_real_log(nc: NATS, tracker: PodTracker, tmp_path: Pat
     running, candidate = tmp_path / "running.yaml", tmp_path / "most.yaml"
     running.write_text(yaml.safe_dump(HEADER))
     candidate.write_text(yaml.safe_dump(MOST_ALLOCATED))
+    weighted = tmp_path / "weighted.yaml"
+    weighted.write_text(yaml.safe_dump(fit_weight_config(10)))
     before = (await js.stream_info(CLUSTER_STREAM)).state.last_seq
 
     code, out, err = await ksched(nc_url(nc), "shadow", "--config", str(running), "-o", "json")
@@ -66,19 +70,28 @@ async def test_shadow_of_a_real_log(nc: NATS, tracker: PodTracker, tmp_path: Pat
     assert same["differences"] == 0, same["differing"]
     assert same["counts"] == {"same": len(POD_CPUS) + 1}
 
-    # the differences MostAllocated's scores predict, against the cluster each pod met
-    cluster, predicted = Cluster.of(NODES), []
+    # the differences NodeResourcesFit's weight 10 (it then outweighs the pods'
+    # preference for zone-b) and MostAllocated predict, against the cluster each pod met
+    cluster, predicted, by_weight = Cluster.of(NODES), [], []
     for key, cpu in zip(keys, POD_CPUS, strict=True):
-        most = cluster.best(cpu, most=True)
+        most = cluster.best(cpu, most=True, zone="zone-b")
         if real[key] not in most:
             predicted.append((key, real[key], most))
+        best = cluster.best(cpu, most=False, fit_weight=10, zone="zone-b")
+        if real[key] not in best:
+            by_weight.append((key, real[key], best))
         cluster.place(real[key], cpu)
-    assert predicted
+    assert predicted and by_weight
+    code, out, err = await ksched(nc_url(nc), "shadow", "--config", str(weighted), "-o", "json")
+    assert code == 0, err
+    differing = json.loads(out)["differing"]
+    assert [(d["pod"], d["real"], d["shadowBest"]) for d in differing] == by_weight
+
     code, out, err = await ksched(nc_url(nc), "shadow", "--config", str(candidate), "-o", "json")
     assert code == 0, err
     moved = json.loads(out)
     assert [(d["pod"], d["real"], d["shadowBest"]) for d in moved["differing"]] == predicted
-    assert all(list(d["scoreDeltas"]) == ["NodeResourcesFit"] for d in moved["differing"])
+    assert all("NodeResourcesFit" in d["scoreDeltas"] for d in moved["differing"])
 
     # deterministic, and read-only
     code, again, err = await ksched(nc_url(nc), "shadow", "--config", str(candidate), "-o", "json")
@@ -106,9 +119,10 @@ async def test_shadow_of_a_real_log(nc: NATS, tracker: PodTracker, tmp_path: Pat
         assert follow.stdout is not None
         first = json.loads(await asyncio.wait_for(follow.stdout.readline(), 60))
         assert first == moved
-        least, most = cluster.best(1, most=False), cluster.best(1, most=True)
+        least = cluster.best(1, most=False, zone="zone-b")
+        most = cluster.best(1, most=True, zone="zone-b")
         assert not set(least) & set(most)  # wherever ksched puts it, MostAllocated differs
-        await publish_all(js, [make_pod("late", cpu="1", memory="4Gi")])
+        await publish_all(js, [prefer_zone(make_pod("late", cpu="1", memory="4Gi"), "zone-b")])
         line = json.loads(await asyncio.wait_for(follow.stdout.readline(), 60))
         assert line["pod"] == "default/late" and line["shadowBest"] == most
         assert line["real"] in least

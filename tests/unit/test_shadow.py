@@ -24,12 +24,13 @@ from shared.framework.shadow import (
 from shared.framework.shadow_report import report
 from shared.plugins import REGISTRY
 from shared.tools.synthetic import make_node, make_pod
-from tests.shadow_scores import GI, Cluster, fit_score
+from tests.shadow_scores import GI, Cluster, fit_score, fit_weight_config, prefer_zone
 
 # Nodes of different sizes; every pod asks cpu and memory in the nodes' proportion
 # (1 cpu : 4Gi), so that BalancedAllocation scores every node alike and only
 # NodeResourcesFit's strategy tells them apart.
 NODES = [("n1", 4, "zone-a"), ("n2", 8, "zone-a"), ("n3", 4, "zone-b"), ("n4", 6, "zone-b")]
+NODE_ZONES = {n: z for n, _, z in NODES}
 POD_CPUS = [1, 2, 1, 1, 3, 1, 2, 1, 1, 2]
 
 
@@ -75,22 +76,25 @@ class Log:
         self.events.append(LogEvent(len(self.events) + 1, kind, key, type_, copy.deepcopy(obj)))
 
 
-def scheduled_log() -> tuple[Log, list[tuple[str, list[str], list[str], str]]]:
+def scheduled_log(zone: str = "") -> tuple[Log, list[tuple[str, list[str], list[str], str]]]:
     """A log of a LeastAllocated scheduler's work, by hand: nodes, then per pod its
     creation and its binding to the first of the best nodes; a 9-cpu pod fits nowhere
     and gets PodScheduled=False. Also, per bound pod: (pod, the best by LeastAllocated,
-    the best by MostAllocated, the real node), each against the cluster before it."""
+    the best by MostAllocated, the real node), each against the cluster before it.
+    With `zone`, the pods prefer it (NodeAffinity)."""
     log, cluster = Log(), Cluster.of(NODES)
-    for name, cpu, zone in NODES:
-        log.put(
-            "node", name, make_node(name, cpu=str(cpu), memory=f"{cpu * 4}Gi", zone=zone), ADDED
-        )
+    for name, cpu, node_zone in NODES:
+        node = make_node(name, cpu=str(cpu), memory=f"{cpu * 4}Gi", zone=node_zone)
+        log.put("node", name, node, ADDED)
     expected = []
     for i, cpu in enumerate(POD_CPUS):
         pod = make_pod(f"web-{i}", cpu=str(cpu), memory=f"{cpu * 4}Gi")
+        if zone:
+            prefer_zone(pod, zone)
         key = f"default/web-{i}"
         log.put("pod", key, pod, ADDED)
-        least, most = cluster.best(cpu, most=False), cluster.best(cpu, most=True)
+        least = cluster.best(cpu, most=False, zone=zone)
+        most = cluster.best(cpu, most=True, zone=zone)
         real = least[0]
         expected.append((key, least, most, real))
         cluster.place(real, cpu)
@@ -157,6 +161,29 @@ def test_most_allocated_reports_the_differences_the_scores_predict() -> None:
         shadow_cpu[moved.get(key, real)] += cpus[key] * 1000
     nodes = out["utilisation"]["shadow"]["nodes"]
     assert {n: v["cpu"]["requested"] for n, v in nodes.items()} == shadow_cpu
+
+
+def test_a_changed_weight_reports_the_differences_the_scores_predict() -> None:
+    """The pods prefer zone-b (NodeAffinity, weight 2: +200 there); with
+    NodeResourcesFit's weight 10 instead of 1, room outweighs the preference."""
+    log, expected = scheduled_log(zone="zone-b")
+    assert report(replay(config_of(), log.events))["differences"] == 0
+    out = report(replay(config_of(fit_weight_config(10)), log.events))
+    cluster, predicted = Cluster.of(NODES), []
+    for (key, *_, real), cpu in zip(expected, POD_CPUS, strict=True):
+        best = cluster.best(cpu, most=False, fit_weight=10, zone="zone-b")
+        if real not in best:
+            fit = cluster.scores(cpu, most=False)  # NodeResourcesFit alone, weight 1
+            deltas = {
+                "NodeResourcesFit": 10 * (fit[best[0]] - fit[real]),
+                "NodeAffinity": 200 * (NODE_ZONES[best[0]] == "zone-b")
+                - 200 * (NODE_ZONES[real] == "zone-b"),
+            }
+            predicted.append((key, real, best, {p: d for p, d in deltas.items() if d}))
+        cluster.place(real, cpu)
+    assert predicted, "the example must move some pods"
+    got = [(d["pod"], d["real"], d["shadowBest"], d["scoreDeltas"]) for d in out["differing"]]
+    assert got == predicted
 
 
 def test_a_filter_change_makes_pods_unschedulable_or_schedulable() -> None:
