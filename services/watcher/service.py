@@ -14,7 +14,6 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from services.watcher.outbound import Outbound, object_limit, too_large
-from services.watcher.routing import Informer, Routed, immutable_node_name, move, route
 from services.watcher.takeover import rewind, rewind_point, take_over
 from services.watcher.undo import undo_refused
 from services.watcher.warnings import FieldWarnings
@@ -22,6 +21,7 @@ from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
 from shared.api.models import Pod, PriorityClass
 from shared.api.priority import PriorityClasses, Refused
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE
+from shared.routing import Informer, Routed, immutable_node_name, move, route
 from shared.runtime import metrics
 from shared.runtime.consume import Deliveries, consume_batches, stream_sequence
 from shared.runtime.retry import retry_forever

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from services.watcher.outbound import OBJECT_ROOM, Outbound, object_limit, too_large
-from services.watcher.routing import move
 from shared.framework.events import EVENT_NODE_ADD
+from shared.routing import move
 from shared.wire import dump_json, pack, unpack
 
 

@@ -15,6 +15,9 @@
 Naming an update needs the previous version, which `Informer` remembers (the
 informer cache's part). An object it has not seen, say after a restart, counts
 as added: hints then judge it on its own, as on a relist.
+
+The watcher routes every event it consumes; queue and cache route the log's latest
+events the same way when they rebuild their state from it (shared/relist.py).
 """
 
 from __future__ import annotations
