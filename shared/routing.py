@@ -58,6 +58,15 @@ class Informer:
     pod_groups: set[str] = field(default_factory=set)
 
 
+def stamped(routed: Routed, seq: int) -> Routed:
+    """Every item names the stream sequence of the event it comes from (moves too): a
+    receiver whose rebuilt state holds that event already skips it
+    (runtime/watermark.py, Watermark.holds)."""
+    for item in (*routed[0], *routed[1]):
+        item.setdefault("seq", seq)
+    return routed
+
+
 def move(
     event: ClusterEvent,
     old: dict[str, Any] | None = None,
