@@ -253,11 +253,12 @@ class CacheService:
             await self._restore()
             await self._reconcile(requests)
             self.mark.start(takeover.incarnation, takeover.marker.applied)
+            await self.state.adopt()
         else:
             log.error("the cache's state in Redis is lost (%s): rebuilding it", takeover.lost)
             cut = await self._rebuild(requests)
             self.mark.start(takeover.incarnation, cut, cut=cut)
-        self.state.whole = True
+            self.state.whole = True
         await self.flusher.flush()
 
     async def _restore(self) -> None:

@@ -334,6 +334,7 @@ class QueueService:
         if takeover.lost is None:
             await self._restore()
             self.mark.start(takeover.incarnation, takeover.marker.applied)
+            await self.state.adopt()
         else:
             log.error("the queue's state in Redis is lost (%s): rebuilding it", takeover.lost)
             relisted = route_latest(await read_latest(self.rt.js), self.rt.config.scheduler_names)
@@ -347,11 +348,11 @@ class QueueService:
                 held,
             )
             self.mark.start(takeover.incarnation, relisted.cut, cut=relisted.cut)
+            self.state.whole = True
         # cycles of this incarnation: above any a lost state may have handed out
         self.q.scheduling_cycle = max(
             self.q.scheduling_cycle, incarnation_base(takeover.incarnation)
         )
-        self.state.whole = True
         await self.flusher.flush()
 
     async def _restore(self) -> None:

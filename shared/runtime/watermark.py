@@ -186,6 +186,14 @@ class StateWrites:
             return
         self.mark.written()
 
+    async def adopt(self) -> None:
+        """A takeover found the state whole in Redis: only the marker changes, to name
+        the new incarnation."""
+        batch = self._batch()
+        self.mark.write(batch, whole=True)
+        await batch.execute()
+        self.mark.written()
+
     async def _write_whole(self, everything: Everything) -> None:
         """In the incarnation a takeover started, or else (a loss) in a new one."""
         self.whole = True
