@@ -80,7 +80,9 @@ def lost_while_leading(marker: Marker, incarnation: int, writes: int) -> str | N
     """Why the leader's state in Redis is no longer what it wrote (None: it is)."""
     if not marker.incarnation:
         return "the state marker is gone: Redis was wiped or restarted empty"
-    if marker.incarnation != incarnation:
+    if marker.incarnation > incarnation:
+        return None  # a successor's: this leader is deposed, and fenced
+    if marker.incarnation < incarnation:
         return f"Redis holds incarnation {marker.incarnation}, not {incarnation}: it went back"
     if marker.writes < writes:
         return f"Redis holds {marker.writes} of the {writes} writes made: it lost the last ones"

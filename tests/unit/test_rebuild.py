@@ -69,6 +69,7 @@ def test_a_new_leader_trusts_redis_only_as_far_as_the_watcher_acknowledged(
         (Marker(5, 100, 11), "Redis holds 11 of the 12 writes"),
         (Marker(5, 100, 12), None),
         (Marker(5, 100, 13), None),  # a write landing while the marker was read
+        (Marker(6, 100, 1), None),  # a successor's: fencing deposes this leader
     ],
 )
 def test_a_leader_sees_redis_lose_what_it_wrote(marker: Marker, lost: str | None) -> None:
