@@ -8,21 +8,26 @@ writes in every such case, or nothing. So each of queue and cache writes, with
 every batch of its state (one fenced script call, all or nothing), a marker
 (`ksched:<service>:state`):
 
-- `incarnation`: the number of this incarnation of the state, written only when
-  the whole state is written (at takeover, after a rebuild or a rewrite). A batch
-  written over a wiped Redis recreates the marker without it: still lost.
+- `incarnation`: the number of this incarnation of the state, set when the whole
+  state is written (at takeover, or again after a loss). Incarnations are numbered
+  by the sequence of a message on KSCHED_STATE: durable, only growing, whatever
+  Redis forgets. Workers re-read the whole cache when it changes.
 - `applied`: the cluster stream sequence through which watch events are applied.
-  The watcher acks a batch only once queue and cache applied it (and every batch
-  brings both the sequence it ends at), so its consumer's ack floor, durable in
-  JetStream, can be ahead of `applied` only if Redis lost writes.
-- `writes`: the batches written in this incarnation. The leader counts its own; a
-  marker with fewer lost the last ones (or went back to an older incarnation).
+  The watcher acks a batch only once queue and cache applied it (and its last
+  message to each says where the batch ends), so its consumer's ack floor, durable
+  in JetStream, can be ahead of `applied` only if Redis lost writes.
+- `writes`: the batches written in this incarnation.
 
-A new leader checks the marker against the watcher's ack floor before it trusts
-Redis (`lost_at_takeover`); a leader checks it against its own count every second
-(`lost_while_leading`). Incarnations are numbered by the sequence of a message on
-KSCHED_STATE: durable, and only growing, whatever Redis forgets. The queue starts
-its scheduling cycles at `first_cycle(incarnation)`, above any an earlier one used.
+Every batch a leader writes first expects the marker to hold its incarnation and the
+count of batches it wrote (`Watermark.guard`): over a Redis that lost any of them
+(or all: no marker), nothing is written and the leader hears of it at once; it then
+writes its whole state again, from memory, as a new incarnation (`StateWrites`). A
+leader that writes nothing for a while reads the marker every second instead
+(`lost_while_leading`). A new leader checks the marker against the watcher's ack
+floor before it trusts Redis (`lost_at_takeover`), and rebuilds from the log when it
+may not (shared/relist.py). The numbers an incarnation hands out that must never
+repeat (the queue's scheduling cycles, the cache's pod-groups version) start at
+`incarnation_base(incarnation)`, above any an earlier incarnation used.
 """
 
 from __future__ import annotations
