@@ -245,23 +245,23 @@ class CacheService:
     # --- persistence ------------------------------------------------------------
 
     async def _take_over(self) -> None:
-        """The state as Redis holds it, or rebuilt from the log when Redis lost it;
-        written back as a new incarnation before anything is served."""
+        """The state as Redis holds it, or rebuilt from the log when Redis lost it (or
+        never held it); written back as a new incarnation before anything is served."""
         takeover = await state_at_takeover(self.rt.js, self.rt.redis, SERVICE)
         requests = await read_in_flight(self.rt.js)  # before the log: see rebuild.py
-        if takeover.lost is None:
-            await self._restore()
+        if takeover.lost is None and (await self._restore() or not takeover.first):
             await self._reconcile(requests)
             self.mark.start(takeover.incarnation, takeover.marker.applied)
             await self.state.adopt()
         else:
-            log.error("the cache's state in Redis is lost (%s): rebuilding it", takeover.lost)
+            takeover.announce_rebuild(log, SERVICE)
             cut = await self._rebuild(requests)
             self.mark.start(takeover.incarnation, cut, cut=cut)
             self.state.whole = True
         await self.flusher.flush()
 
-    async def _restore(self) -> None:
+    async def _restore(self) -> bool:
+        """The state as Redis holds it; False when it holds none."""
         redis = self.rt.redis
         raw_nodes = await redis.hgetall(keys.CACHE_NODES)
         raw_pods = await redis.hgetall(keys.CACHE_PODS)
@@ -284,6 +284,7 @@ class CacheService:
             len(raw_pods),
             self.cache.generation,
         )
+        return bool(raw_nodes or raw_pods or raw_groups)
 
     def _reset(self) -> None:
         self.cache = Cache(time.time, ttl=self.ttl, objects=self.objects)

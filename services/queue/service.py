@@ -328,34 +328,37 @@ class QueueService:
     # --- persistence ------------------------------------------------------------
 
     async def _take_over(self) -> None:
-        """The queue as Redis holds it, or rebuilt from the log when Redis lost it;
-        written back as a new incarnation before anything is served."""
+        """The queue as Redis holds it, or rebuilt from the log when Redis lost it (or
+        never held it); written back as a new incarnation before anything is served."""
         takeover = await state_at_takeover(self.rt.js, self.rt.redis, SERVICE)
-        if takeover.lost is None:
-            await self._restore()
+        if takeover.lost is None and (await self._restore() or not takeover.first):
             self.mark.start(takeover.incarnation, takeover.marker.applied)
             await self.state.adopt()
         else:
-            log.error("the queue's state in Redis is lost (%s): rebuilding it", takeover.lost)
-            relisted = route_latest(await read_latest(self.rt.js), self.rt.config.scheduler_names)
-            self.q = self._new_queue()
-            held = rebuild(self.q, relisted.queue, self._apply_event)
-            log.info(
-                "rebuilt from the log through sequence %d: %d pending pods, %d held to be "
-                "fenced first",
-                relisted.cut,
-                len(self.q),
-                held,
-            )
-            self.mark.start(takeover.incarnation, relisted.cut, cut=relisted.cut)
-            self.state.whole = True
+            takeover.announce_rebuild(log, SERVICE)
+            await self._rebuild(takeover.incarnation, fence=takeover.lost is not None)
         # cycles of this incarnation: above any a lost state may have handed out
         self.q.scheduling_cycle = max(
             self.q.scheduling_cycle, incarnation_base(takeover.incarnation)
         )
         await self.flusher.flush()
 
-    async def _restore(self) -> None:
+    async def _rebuild(self, incarnation: int, *, fence: bool) -> None:
+        """The pending pods from the log; `fence`: held until fenced (rebuild.py)."""
+        relisted = route_latest(await read_latest(self.rt.js), self.rt.config.scheduler_names)
+        self.q = self._new_queue()
+        held = rebuild(self.q, relisted.queue, self._apply_event, fence=fence)
+        log.info(
+            "built from the log through sequence %d: %d pending pods, %d held to be fenced",
+            relisted.cut,
+            len(self.q),
+            held,
+        )
+        self.mark.start(incarnation, relisted.cut, cut=relisted.cut)
+        self.state.whole = True
+
+    async def _restore(self) -> bool:
+        """The queue as Redis holds it; False when it holds none."""
         redis = self.rt.redis
         records = await redis.hgetall(keys.QUEUE_PODS)
         meta = await redis.hgetall(keys.QUEUE_META)
@@ -366,6 +369,7 @@ class QueueService:
         )
         self.q.take_dirty()
         log.info("restored %d pending pods", len(records), extra={"counts": self.q.counts()})
+        return bool(records or meta)
 
     def _changes(self, pipe: FencedBatch) -> Callable[[], None]:
         dirty = self.q.take_dirty()

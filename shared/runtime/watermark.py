@@ -40,10 +40,11 @@ from typing import Any
 import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
+from nats.js.errors import NotFoundError
 
 from shared import keys
 from shared.runtime.fencing import FencedBatch
-from shared.subjects import CLUSTER_STREAM, WATCHER_CONSUMER, incarnation_subject
+from shared.subjects import CLUSTER_STREAM, STATE_STREAM, WATCHER_CONSUMER, incarnation_subject
 
 INCARNATION = "incarnation"
 APPLIED = "applied"
@@ -243,17 +244,36 @@ async def read_marker(redis: aioredis.Redis, service: str) -> Marker:
 class Takeover:
     incarnation: int  # the new leader's
     marker: Marker  # as it found it
+    # No incarnation of this state came before: none can have been lost, nor any pod
+    # handed out by one. What Redis holds then predates the marker (an upgrade).
+    first: bool
     lost: str | None  # why the state in Redis cannot be trusted (None: it can)
+
+    def announce_rebuild(self, log: logging.Logger, service: str) -> None:
+        if self.lost is not None:
+            log.error("the %s's state in Redis is lost (%s): rebuilding it", service, self.lost)
+        else:
+            log.info("no %s state in Redis yet: building it from the log", service)
 
 
 async def state_at_takeover(js: JetStreamContext, redis: aioredis.Redis, service: str) -> Takeover:
     """What a new leader of `service` finds: a new incarnation, and whether Redis still
     holds the state its predecessor wrote. The watcher acks nothing meanwhile (this
     service does not serve), so the ack floor read stands."""
+    first = not await had_incarnation(js, service)
     incarnation = await new_incarnation(js, service)
     acked = await watcher_acked(js)
     marker = await read_marker(redis, service)
-    return Takeover(incarnation, marker, lost_at_takeover(marker, acked))
+    lost = None if first else lost_at_takeover(marker, acked)
+    return Takeover(incarnation, marker, first, lost)
+
+
+async def had_incarnation(js: JetStreamContext, service: str) -> bool:
+    try:
+        await js.get_last_msg(STATE_STREAM, incarnation_subject(service))
+    except NotFoundError:
+        return False
+    return True
 
 
 async def new_incarnation(js: JetStreamContext, service: str) -> int:

@@ -235,7 +235,7 @@ def test_a_rebuilt_queue_fences_every_pod_before_it_goes_out(clock: Clock) -> No
     q = SchedulingQueue(clock)
     move: QueueEvent = {"op": "move", "resource": "Node", "action": "Add", "seq": 4}
     applied: list[QueueEvent] = []
-    assert rebuild(q, [upsert("a", 3), move, upsert("b", 5)], adder(q, applied)) == 2
+    assert rebuild(q, [upsert("a", 3), move, upsert("b", 5)], adder(q, applied), fence=True) == 2
     assert [e["op"] for e in applied] == ["upsert", "upsert"]
     assert q.pop(10) == []  # nothing goes out before its fence
     lapsed = q.expire_leases()
@@ -258,5 +258,12 @@ def test_a_gated_pod_is_not_held(clock: Clock) -> None:
         return Gating("SchedulingGates", "waiting for scheduling gates") if gated else None
 
     q = SchedulingQueue(clock, pre_enqueue=gate)
-    assert rebuild(q, [upsert("g", 1), upsert("a", 2)], adder(q, [])) == 1
+    assert rebuild(q, [upsert("g", 1), upsert("a", 2)], adder(q, []), fence=True) == 1
     assert dict(q.pending()) == {"default/g": GATED, "default/a": INFLIGHT}
+
+
+def test_a_queue_built_on_a_first_start_holds_nothing(clock: Clock) -> None:
+    """No earlier incarnation handed anything out: the pods go out at once."""
+    q = SchedulingQueue(clock)
+    assert rebuild(q, [upsert("a", 3)], adder(q, []), fence=False) == 0
+    assert [p.key for p in q.pop(10)] == ["default/a"]
