@@ -170,8 +170,9 @@ class QueueService:
     def _fence_lapsed(self, lapsed: list[QueuedPodInfo]) -> None:
         """Lapsed attempts are fenced off the event loop's tick, one batch at a time."""
         for qpi in lapsed:
-            self.lease_expired.inc()
-            log.warning("lease lapsed, fencing the attempt", extra={"pod": qpi.key})
+            if qpi.cycle:  # cycle 0: held when the queue was rebuilt, not a lapse
+                self.lease_expired.inc()
+                log.warning("lease lapsed, fencing the attempt", extra={"pod": qpi.key})
             self._lapsed[qpi.key] = Lapsed.of(qpi, binding=qpi.where == BINDING)
         if self._lapsed and (self._fencing is None or self._fencing.done()):
             batch, self._lapsed = list(self._lapsed.values()), {}
