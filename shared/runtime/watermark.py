@@ -114,6 +114,8 @@ class Watermark:
         self.applied = 0
         self.writes = 0
         self.cut = 0  # events at or below it are in the state already (a rebuild's list)
+        self._writing = 0  # `applied` in the batch being written
+        self._saved = 0  # `applied` as Redis holds it
 
     def start(self, incarnation: int, applied: int, *, cut: int = 0) -> None:
         """A new incarnation of the state, holding events through `applied`."""
@@ -140,9 +142,17 @@ class Watermark:
         if whole:
             fields[INCARNATION] = self.incarnation
         batch.hset(self.key, mapping=fields)
+        self._writing = self.applied
 
     def written(self) -> None:
         self.writes += 1
+        self._saved = self._writing
+
+    @property
+    def behind(self) -> bool:
+        """Redis holds an older `applied` (events came that changed nothing): the
+        watcher acks them once this is written."""
+        return self.applied > self._saved
 
 
 # Queues the changed state into a batch; returns what undoes taking those changes (the
@@ -181,7 +191,9 @@ class StateWrites:
         self.mark.guard(batch)  # and over a Redis that lost what this leader wrote
         undo = changes(batch)
         if undo is None:
-            return
+            if not self.mark.behind:
+                return
+            undo = _nothing  # only the marker, for the applied events
         self.mark.write(batch)
         try:
             await batch.execute()
@@ -234,6 +246,10 @@ class StateWrites:
 
     def _lost(self, why: str) -> None:
         self._log.error("Redis lost the %s's state (%s): writing it all again", self.service, why)
+
+
+def _nothing() -> None:
+    return None
 
 
 async def read_marker(redis: aioredis.Redis, service: str) -> Marker:

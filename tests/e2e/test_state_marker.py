@@ -79,6 +79,19 @@ async def test_a_batch_lands_only_over_the_state_its_leader_wrote(
     assert state.mark.incarnation == marker.incarnation
 
 
+async def test_events_that_change_nothing_still_move_the_marker_on(
+    state: StateWrites, redis: aioredis.Redis
+) -> None:
+    """The watcher acks them once applied: a marker left behind would make the next
+    leader rebuild a state that was whole."""
+    await state.write(lambda batch: None, setting({"a": b"1"}))
+    state.mark.through(42)  # a batch with nothing for this service
+    await state.write(lambda batch: None, setting({"a": b"1"}))
+    assert (await read_marker(redis, "queue")).applied == 42
+    await state.write(lambda batch: None, setting({"a": b"1"}))  # nothing more to say
+    assert (await read_marker(redis, "queue")).writes == 2
+
+
 async def test_a_leader_that_writes_nothing_finds_the_loss_by_its_check(
     state: StateWrites, redis: aioredis.Redis
 ) -> None:
