@@ -15,8 +15,10 @@ from nats.js import JetStreamContext
 from services.watcher.takeover import take_over
 from shared import keys
 from shared.relist import pending_pods, read_in_flight, read_latest
-from shared.runtime.elector import FencedBatch, LeaderElector
+from shared.runtime.elector import LeaderElector, LeaseClients
+from shared.runtime.fencing import FencedBatch
 from shared.runtime.lease import LeaseConfig
+from shared.runtime.leasestore import LeaseStore
 from shared.runtime.watermark import Marker, StateWrites, read_marker, state_at_takeover
 from shared.subjects import BIND_STREAM, BIND_SUBJECT, CLUSTER_STREAM
 from shared.tools.client import publish_all, publish_pod
@@ -25,15 +27,17 @@ from shared.wire import pack
 
 pytestmark = pytest.mark.e2e
 
-LEASE = LeaseConfig(lease_duration=5.0, renew_deadline=3.0, retry_period=1.0)
+# Long enough that the lease stays current by the test's clock on a loaded machine:
+# each test acquires once and never renews.
+LEASE = LeaseConfig(lease_duration=120.0, renew_deadline=90.0, retry_period=1.0)
 PODS = keys.QUEUE_PODS
 MARKER = keys.state_key("queue")
 
 
 @pytest.fixture
-async def state(redis: aioredis.Redis, js: JetStreamContext) -> StateWrites:
+async def state(redis: aioredis.Redis, js: JetStreamContext, store: LeaseStore) -> StateWrites:
     """The queue's writes, as a leader that has just taken over."""
-    elector = LeaderElector(redis, "queue", "a", LEASE)
+    elector = LeaderElector(LeaseClients(store, redis), "queue", "a", LEASE)
     await elector.acquire()
     writes = StateWrites("queue", (PODS,), lambda: js, redis, elector.batch)
     takeover = await state_at_takeover(js, redis, "queue")
@@ -126,7 +130,7 @@ async def test_a_new_leader_trusts_redis_as_far_as_the_watcher_acknowledged(
     assert not again.first and again.lost is not None
     assert again.lost.startswith("no state marker")
     await publish_all(js, [make_pod(f"p{i}") for i in range(5)])  # sequences 1-5
-    watcher = await js.pull_subscribe_bind(await take_over(js, 1, "w"), stream=CLUSTER_STREAM)
+    watcher = await js.pull_subscribe_bind(await take_over(js, 1), stream=CLUSTER_STREAM)
     (*_, last) = await watcher.fetch(5, timeout=2)
     await last.ack_sync()  # the watcher acknowledged through 5
     await redis.hset(MARKER, mapping={"incarnation": takeover.incarnation, "applied": 4})
