@@ -19,9 +19,10 @@ from nats.aio.client import Client as NATS
 
 from shared.api.models import key_of
 from shared.tools.client import PodTracker, publish_all
-from shared.tools.devstack import LEADER_ELECTED, LocalStack, restart, running
+from shared.tools.devstack import LEADER_ELECTED, LocalStack, running
 from shared.tools.invariants import audit
 from shared.tools.observe import read_commits
+from shared.tools.servers import restart
 from shared.tools.synthetic import HOSTNAME, make_node, make_pod
 from tests.conftest import make_test_stack
 from tests.e2e.state import eventually
@@ -134,10 +135,14 @@ async def assert_invariants(
     settled = await tracker.wait_until(lambda t: bound_count(t) == len(raw), timeout=120)
     bound = {k: v.node for k, v in tracker.pods.items() if k in raw and v.node}
     lost = sorted(set(raw) - set(bound))
-    assert settled, f"{len(lost)} pods not bound, e.g. {lost[:5]}"
-    double = sorted(k for k in raw if tracker.pods[k].bind_count > 1)
-    assert not double, f"bound twice: {double[:10]}"
+    double = sorted(k for k in raw if (v := tracker.pods.get(k)) is not None and v.bind_count > 1)
     report = audit(nodes, raw, bound)
+    print(  # the run's numbers (pytest -rP shows them): docs/reliability.md quotes them
+        f"{len(bound)}/{len(raw)} bound, {len(lost)} lost, {len(double)} bound twice, "
+        f"{len(report.overcommitted)} nodes overcommitted"
+    )
+    assert settled, f"{len(lost)} pods not bound, e.g. {lost[:5]}"
+    assert not double, f"bound twice: {double[:10]}"
     assert report.ok, report.lines()[:10]
     forgotten = await forgotten_bindings(stack, bound)
     assert not forgotten, f"the cache does not count {len(forgotten)} bound pods: {forgotten[:5]}"
