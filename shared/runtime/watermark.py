@@ -184,6 +184,10 @@ class StateWrites:
         self._log = logging.getLogger(f"ksched.{service}")
 
     async def write(self, changes: Changes, everything: Everything) -> None:
+        if not self.mark.incarnation:
+            # Not taken over yet (stopped during the takeover): what Redis holds is the
+            # predecessor's, and an empty memory written "whole" would wipe it.
+            return
         if self.whole:
             await self._write_whole(everything)
             return

@@ -35,10 +35,16 @@ MARKER = keys.state_key("queue")
 
 
 @pytest.fixture
-async def state(redis: aioredis.Redis, js: JetStreamContext, store: LeaseStore) -> StateWrites:
+async def elector(redis: aioredis.Redis, store: LeaseStore) -> LeaderElector:
+    """The queue's leader."""
+    leader = LeaderElector(LeaseClients(store, redis), "queue", "a", LEASE)
+    await leader.acquire()
+    return leader
+
+
+@pytest.fixture
+async def state(redis: aioredis.Redis, js: JetStreamContext, elector: LeaderElector) -> StateWrites:
     """The queue's writes, as a leader that has just taken over."""
-    elector = LeaderElector(LeaseClients(store, redis), "queue", "a", LEASE)
-    await elector.acquire()
     writes = StateWrites("queue", (PODS,), lambda: js, redis, elector.batch)
     takeover = await state_at_takeover(js, redis, "queue")
     writes.mark.start(takeover.incarnation, 0)
@@ -51,6 +57,16 @@ def setting(pods: dict[str, bytes]) -> Callable[[FencedBatch], None]:
         batch.hset(PODS, mapping=pods)
 
     return everything
+
+
+def changing(field: str) -> Callable[[FencedBatch], Callable[[], None]]:
+    """Changes that set `field` in the pods' hash (and undo nothing)."""
+
+    def changes(batch: FencedBatch) -> Callable[[], None]:
+        batch.hset(PODS, field, b"x")
+        return lambda: None
+
+    return changes
 
 
 async def test_a_batch_lands_only_over_the_state_its_leader_wrote(
@@ -81,6 +97,20 @@ async def test_a_batch_lands_only_over_the_state_its_leader_wrote(
     marker = await read_marker(redis, "queue")
     assert marker.incarnation > first and marker.writes == 1
     assert state.mark.incarnation == marker.incarnation
+
+
+async def test_a_leader_stopped_before_it_took_the_state_over_writes_nothing(
+    state: StateWrites, redis: aioredis.Redis, js: JetStreamContext, elector: LeaderElector
+) -> None:
+    """A stop's last flush during the takeover: its memory holds nothing taken over yet,
+    and written "whole" over the predecessor's state it would wipe what the next
+    leader restores."""
+    await state.write(lambda batch: None, setting({"a": b"1"}))  # the predecessor's
+    before = await read_marker(redis, "queue")
+    taking_over = StateWrites("queue", (PODS,), lambda: js, redis, elector.batch)
+    await taking_over.write(changing("b"), setting({"b": b"x"}))
+    assert await redis.hgetall(PODS) == {b"a": b"1"}
+    assert await read_marker(redis, "queue") == before
 
 
 async def test_events_that_change_nothing_still_move_the_marker_on(
