@@ -98,6 +98,17 @@ class NominatedPod(TypedDict):
     pod: dict[str, Any]
 
 
+# --- operator -> worker (WHATIF), JSON so that `nats req` can ask ---------------
+# WhatIfRequest -> the report of shared/framework/whatif.py:what_if, or a nats.micro
+# error (code 400 and the reason) for a request it cannot read.
+class WhatIfRequest(TypedDict, total=False):
+    pod: dict[str, Any]  # the pod; for a workload, the first of its pods
+    replicas: int  # a workload: that many such pods, placed one by one (default 1)
+    config: dict[str, Any]  # a KubeSchedulerConfiguration to use instead of the worker's
+    node: str  # that node's full detail: every plugin's verdict and scores
+    top: int  # best-scoring nodes listed (default whatif.TOP_SCORES)
+
+
 # --- worker, binder -> queue (QUEUE_REPORT) ------------------------------------
 # {"reports": [Report, ...], "move": "<event>" (optional)} -> {"accepted": n}
 Outcome = Literal["assumed", "unschedulable", "error"]

@@ -26,6 +26,36 @@ REPLICASETS_PREFIX = f"{CLUSTER_PREFIX}.replicasets"
 STATEFULSETS_PREFIX = f"{CLUSTER_PREFIX}.statefulsets"
 REPLICATIONCONTROLLERS_PREFIX = f"{CLUSTER_PREFIX}.replicationcontrollers"
 
+# Each kind of object on the cluster stream: its prefix, and whether its subjects
+# name a namespace (<prefix>.<namespace>.<name>) or not (<prefix>.<name>). The one
+# table the watcher's door, the CLI's cluster view and the tools read subjects by.
+CLUSTER_KINDS: dict[str, tuple[str, bool]] = {
+    "node": (NODES_PREFIX, False),
+    "priorityclass": (PRIORITYCLASSES_PREFIX, False),
+    "pod": (PODS_PREFIX, True),
+    "pdb": (PDBS_PREFIX, True),
+    "podgroup": (PODGROUPS_PREFIX, True),
+    "service": (SERVICES_PREFIX, True),
+    "replicaset": (REPLICASETS_PREFIX, True),
+    "statefulset": (STATEFULSETS_PREFIX, True),
+    "replicationcontroller": (REPLICATIONCONTROLLERS_PREFIX, True),
+}
+
+
+def object_of_subject(subject: str) -> tuple[str, str, str] | None:
+    """(kind, namespace, name) of the object a cluster subject names ("" namespace for
+    a cluster-scoped kind), or None when the subject names none."""
+    for kind, (prefix, namespaced) in CLUSTER_KINDS.items():
+        if not subject.startswith(prefix + "."):
+            continue
+        rest = subject[len(prefix) + 1 :]
+        if not namespaced:
+            return (kind, "", rest) if rest else None
+        namespace, _, name = rest.partition(".")
+        return (kind, namespace, name) if namespace and name else None
+    return None
+
+
 # --- public: Kubernetes Event objects and rejected input ---------------------
 EVENTS_STREAM = "KSCHED_EVENTS"
 EVENTS_PREFIX = "ksched.events"
@@ -56,6 +86,10 @@ INSTANCE_PREFIX = "ksched.internal.svc"
 QUEUE_SERVICE_NAME = f"{MICRO_PREFIX}queue"
 QUEUE_PENDING = "ksched.internal.queue.pending"
 QUEUE_STATS = "ksched.internal.queue.stats"
+# operator -> any worker (nats.micro endpoint `whatif`, queue group): schedule a pod or
+# a workload against the worker's committed snapshot without writing anything (JSON,
+# messages.WhatIfRequest). Outside ksched.internal: the operator user asks it.
+WHATIF = "ksched.operator.whatif"
 CACHE_EVENTS = "ksched.internal.cache.events"  # watcher -> cache: nodes, assigned pods
 CACHE_ASSUME = "ksched.internal.cache.assume"  # worker -> cache: validate-then-commit
 CACHE_BINDING = "ksched.internal.cache.binding"  # binder -> cache: finish-binding / forget

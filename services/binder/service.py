@@ -43,6 +43,7 @@ from shared.plugins import REGISTRY
 from shared.runtime import metrics
 from shared.runtime.consume import consume_batches
 from shared.runtime.failures import Failure, record_failure
+from shared.runtime.framework_metrics import record_frameworks
 from shared.runtime.permits import send_permit_signals
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
@@ -105,6 +106,7 @@ class Binder:
         self.dead_letters = metrics.BIND_DEAD_LETTERS.counter(reg)
         self.waiting_gauge = metrics.BINDER_WAITING_PODS.gauge(reg)
         self.waiting_gauge.set_function(lambda: len(self.permit))
+        record_frameworks(self.frameworks.values(), reg)
 
     async def run(self) -> None:
         config = ConsumerConfig(
@@ -207,7 +209,7 @@ class Binder:
             pod = PodInfo.lazy(req["pod"], req["seq"])  # validated by the watcher on entry
         except Exception as err:
             return BindOutcome(req, False, f"cannot read pod: {err}")
-        state = CycleState()
+        state = fw.new_cycle_state()
         node = req["node"]
         status = await fw.run_pre_bind_plugins(state, pod, node)
         if status.ok:

@@ -6,6 +6,10 @@ while its token is the pod's current one. Stale entries are skipped when they re
 the top and compacted away when they outnumber the live ones, so every operation is
 O(log n) amortised. Unschedulable pods are also indexed by the plugins that rejected
 them, so that a cluster event looks only at the pods an interested plugin rejected.
+
+scheduler_unschedulable_pods{plugin,profile} is kept here too, as kube's queue keeps it:
+a pod counts for each plugin that rejected it in its last attempt (or that gates it)
+while it waits in a sub-queue, and stops counting when popped or gone.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from services.queue.podinfo import (
     QueuedPodInfo,
     SortKey,
 )
+from shared.api.podstatus import scheduler_name
 
 LEASE = "lease"  # the heap shared by inflight and binding pods, ordered by lease deadline
 _HEAP_OF = {
@@ -49,6 +54,8 @@ _INCOMING_QUEUE = {
     GATED: "unschedulable",
 }
 _Entry = tuple[tuple[Any, ...], int, str]  # (sort key, token, pod key)
+# Where a pod waits for its next attempt: kube counts its rejecting plugins until the pop.
+_WAITING = frozenset({ACTIVE, BACKOFF, UNSCHEDULABLE, GATED})
 
 
 class Placements:
@@ -60,6 +67,8 @@ class Placements:
         self._next_token = itertools.count(1)
         # (queue, event) -> pods that entered that queue on that event, until taken
         self.incoming: Counter[tuple[str, str]] = Counter()
+        # (plugin, profile) -> waiting pods it rejected; kept at 0 once seen, for the gauge
+        self.unschedulable_pods: Counter[tuple[str, str]] = Counter()
         self.clear()
 
     def clear(self) -> None:
@@ -69,6 +78,10 @@ class Placements:
         self._heaps: dict[str, list[_Entry]] = {h: [] for h in _WHERES_IN_HEAP}
         # unschedulable pods by rejecting plugin ("" for none)
         self.rejected_by: dict[str, dict[str, None]] = {}
+        # key -> what it counts for in unschedulable_pods: (its plugins, its profile)
+        self._counted: dict[str, tuple[tuple[str, ...], str]] = {}
+        for label in self.unschedulable_pods:
+            self.unschedulable_pods[label] = 0
 
     def place(self, qpi: QueuedPodInfo, where: str, event: str = "") -> None:
         """Put a pod into `where`; any previous heap entry goes stale. `event` names
@@ -90,10 +103,12 @@ class Placements:
         if where == UNSCHEDULABLE:
             for plugin in qpi.unschedulable_plugins or [""]:
                 self.rejected_by.setdefault(plugin, {})[qpi.key] = None
+        self.recount(qpi)
 
     def remove(self, qpi: QueuedPodInfo) -> None:
         """The pod left the queue (already popped from `pods`)."""
         del self._tokens[qpi.key]  # its heap entry, if any, is now stale
+        self._uncount(qpi.key)
         self.counts[qpi.where] -= 1
         if qpi.where == UNSCHEDULABLE:
             self._unindex(qpi)
@@ -140,6 +155,22 @@ class Placements:
         for keys in groups:
             seen.update(keys)
         return [self._pods[k] for k in seen]
+
+    def recount(self, qpi: QueuedPodInfo) -> None:
+        """Count the pod in unschedulable_pods for its current plugins if it waits (call
+        again when its plugins change in place)."""
+        self._uncount(qpi.key)
+        if qpi.where in _WAITING and qpi.unschedulable_plugins:
+            entry = (tuple(qpi.unschedulable_plugins), scheduler_name(qpi.raw))
+            self._counted[qpi.key] = entry
+            for plugin in entry[0]:
+                self.unschedulable_pods[(plugin, entry[1])] += 1
+
+    def _uncount(self, key: str) -> None:
+        counted = self._counted.pop(key, None)
+        if counted is not None:
+            for plugin in counted[0]:
+                self.unschedulable_pods[(plugin, counted[1])] -= 1
 
     def _unindex(self, qpi: QueuedPodInfo) -> None:
         for plugin in qpi.unschedulable_plugins or [""]:

@@ -115,6 +115,8 @@ class SchedulingQueue(LapsedAttempts):
         # queueing hints it no longer decides anything; kept for inspection.
         self.move_request_cycle = -1
         self.dirty: set[str] = set()
+        # Pods a PreEnqueue plugin rejected since the last take, told why (notready.py).
+        self.pre_enqueue_rejected: set[str] = set()
         self.nominator = Nominator()
 
     def _reset(self) -> None:
@@ -160,10 +162,19 @@ class SchedulingQueue(LapsedAttempts):
             keys = [key for key, _ in self.nominator.items()]
         return [self._pods[k] for k in keys if k in self._pods]
 
+    def take_pre_enqueue_rejected(self) -> list[QueuedPodInfo]:
+        """Pods a PreEnqueue plugin rejected since the last call, still gated."""
+        keys, self.pre_enqueue_rejected = self.pre_enqueue_rejected, set()
+        return [q for k in keys if (q := self._pods.get(k)) is not None and q.where == GATED]
+
     def take_dirty(self) -> set[str]:
         """Keys whose record changed or was removed since the last call."""
         dirty, self.dirty = self.dirty, set()
         return dirty
+
+    def unschedulable_pods(self) -> dict[tuple[str, str], int]:
+        """scheduler_unschedulable_pods: (plugin, profile) -> waiting pods it rejected."""
+        return dict(self._placements.unschedulable_pods)
 
     def take_incoming(self) -> Counter[tuple[str, str]]:
         """scheduler_queue_incoming_pods_total increments since the last call."""
@@ -244,7 +255,9 @@ class SchedulingQueue(LapsedAttempts):
         if qpi.where != GATED:
             self._place(qpi, GATED, event)
         qpi.unschedulable_plugins, qpi.message = [gating.plugin], gating.message
+        self._placements.recount(qpi)  # the gating plugin may have changed in place
         self.dirty.add(qpi.key)
+        self.pre_enqueue_rejected.add(qpi.key)
 
     def _update_nomination(
         self, qpi: QueuedPodInfo, old: dict[str, Any], old_priority: int

@@ -24,6 +24,7 @@ from typing import Any
 from services.queue.fence import Lapsed, Outcome, fence, lapse_message
 from services.queue.hints import QueueingHints, hints_of, queue_sort_key
 from services.queue.inspect import start_inspection, stats_reply
+from services.queue.notready import NotReadyReporter
 from services.queue.podinfo import BINDING
 from services.queue.preenqueue import run_pre_enqueue
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
@@ -39,6 +40,7 @@ from shared.relist import read_latest, route_latest
 from shared.runtime import metrics
 from shared.runtime.fencing import FencedBatch
 from shared.runtime.flush import Flusher
+from shared.runtime.framework_metrics import record_frameworks
 from shared.runtime.informer import watch_owners
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import apply_each, request_all, serve
@@ -123,6 +125,10 @@ class QueueService:
         self.lease_expired = metrics.QUEUE_LEASE_EXPIRED.counter(reg)
         self.inflight_events = metrics.QUEUE_INFLIGHT_EVENTS.gauge(reg)
         self.hint_errors = metrics.QUEUE_HINT_ERRORS.counter(reg)
+        self.unschedulable = metrics.UNSCHEDULABLE_PODS.gauge(reg)
+        self._unschedulable_seen: set[tuple[str, str]] = set()  # label sets set so far
+        self.not_ready = NotReadyReporter(rt.nc)  # tells why PreEnqueue rejects a pod
+        record_frameworks(profiles.values(), reg)  # PreEnqueue's durations
         self._hint_errors_seen = 0
 
     def _new_queue(self) -> SchedulingQueue:
@@ -318,6 +324,9 @@ class QueueService:
             self.pending.labels(name).set(counts.get(name, 0))
         for (queue, event), n in self.q.take_incoming().items():
             self.incoming.labels(queue, event).inc(n)
+        self._set_unschedulable_pods()
+        for qpi in self.q.take_pre_enqueue_rejected():
+            self.not_ready.rejected(qpi)
         self.inflight_events.set(self.q.inflight_events)
         if self.hints.errors > self._hint_errors_seen:
             self.hint_errors.inc(self.hints.errors - self._hint_errors_seen)
@@ -325,6 +334,16 @@ class QueueService:
         if counts.get("active", 0) or self.stopping.is_set():
             self._wake.set()
             self._wake = asyncio.Event()
+
+    def _set_unschedulable_pods(self) -> None:
+        """The gauge from the queue's counts; label sets it no longer has go to 0 (a
+        rebuilt queue starts its counts afresh)."""
+        counts = self.q.unschedulable_pods()
+        for label in self._unschedulable_seen - counts.keys():
+            self.unschedulable.labels(*label).set(0)
+        for label, n in counts.items():
+            self.unschedulable.labels(*label).set(n)
+        self._unschedulable_seen |= counts.keys()
 
     # --- persistence ------------------------------------------------------------
 

@@ -51,7 +51,9 @@ class PermitPhase:
         rejected: list[tuple[Attempt, Exception]] = []
         uncommitted = self.snapshot.uncommitted()
         for a in committed:
-            if not a.framework.permits:  # the default profile: nothing to run
+            if not a.framework.permits:  # the default profile: no plugin reads the view
+                # Still run (and timed) as kube runs it for every pod: Success.
+                a.framework.run_permit_plugins(a.state, a.pod, a.node)
                 allowed.append(a)
                 continue
             self._view(a, uncommitted)

@@ -5,7 +5,8 @@ assume locally (PostFilter preemption for a pod that fits nowhere) -> commit the
 batch's assumptions at the cache (commit.py; validated there) -> Permit (permit.py)
 -> hand the committed pods to binders -> record failures (and preemption's act
 phase, preempt.py) -> report to the queue. A refused assume is a conflict: refresh
-and retry that pod, bounded.
+and retry that pod, bounded. Beside the lanes, the worker answers operators' what-if
+requests (whatif.py).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from services.worker.attempt import Attempt, queued_report
 from services.worker.commit import Committer
 from services.worker.permit import PermitPhase
 from services.worker.preempt import PreemptionPhase, watch_pdbs
+from services.worker.whatif import WhatIf
 from shared.api.podstatus import scheduler_name, with_nominated_node
-from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import FitError
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, event_label
 from shared.framework.interface import ClusterObjects
@@ -31,6 +32,7 @@ from shared.messages import NominatedPod, QueuedPod, Report
 from shared.plugins import REGISTRY
 from shared.runtime import failpoints, metrics
 from shared.runtime.failures import Failure, record_failure
+from shared.runtime.framework_metrics import record_frameworks
 from shared.runtime.informer import watch_owners
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request, request_all
@@ -72,6 +74,7 @@ class Worker:
             for name, fw in profiles.items()
         }
         frameworks = list(profiles.values())
+        self.whatif = WhatIf(rt.redis, self.objects, rt.config, self.providers)
         self.nominated_version = 0
         self.per_pod_seconds = 0.0  # recent wall time per pod, smoothed
         self.stopping = asyncio.Event()
@@ -80,6 +83,7 @@ class Worker:
         self.duration = metrics.SCHEDULING_ATTEMPT_DURATION.histogram(reg)
         self.sli_duration = metrics.POD_SCHEDULING_SLI_DURATION.histogram(reg)
         self.pod_attempts = metrics.POD_SCHEDULING_ATTEMPTS.histogram(reg)
+        record_frameworks(frameworks, reg)
         self.committer = Committer(rt, self.snapshot, metrics.ASSUME_CONFLICTS.counter(reg))
         self.permit = PermitPhase(rt, self.snapshot, frameworks, self.providers)
         self.preemption = PreemptionPhase(
@@ -98,6 +102,8 @@ class Worker:
         await retry_forever(
             "watch Services and controllers", lambda: watch_owners(js, self.objects)
         )
+        if self.rt.micro is not None:
+            await self.whatif.start(self.rt.micro, self.rt.nc.max_payload)
         self.rt.serving.set()  # it only asks others: it serves as soon as it runs
         await asyncio.gather(*(self._lane() for _ in range(LANES)))
 
@@ -265,7 +271,7 @@ class Worker:
 
     def _place(self, a: Attempt) -> Exception | None:
         """The scheduling cycle up to Reserve, against the local snapshot."""
-        a.state = CycleState()
+        a.state = a.framework.new_cycle_state()  # sampled for plugin metrics, or not
         try:
             result = a.scheduler.schedule_pod(a.state, a.pod, self.snapshot.cluster())
         except FitError as err:

@@ -37,17 +37,7 @@ from shared.api.pod_validation import pod_spec_errors
 from shared.api.podresources import pod_resources_errors
 from shared.api.schema import MAX_STRICT_ERRORS, unknown_in
 from shared.api.validation import SHOWN_MAX, go_escape, go_quote, label_errors, show_number
-from shared.subjects import (
-    NODES_PREFIX,
-    PDBS_PREFIX,
-    PODGROUPS_PREFIX,
-    PODS_PREFIX,
-    PRIORITYCLASSES_PREFIX,
-    REPLICASETS_PREFIX,
-    REPLICATIONCONTROLLERS_PREFIX,
-    SERVICES_PREFIX,
-    STATEFULSETS_PREFIX,
-)
+from shared.subjects import CLUSTER_KINDS, object_of_subject
 from shared.wire import DecodeError, decode_user_payload, pack
 
 Kind = Literal[
@@ -82,16 +72,6 @@ _SCHEMA_TYPES = {
     "statefulset": "StatefulSet",
     "replicationcontroller": "ReplicationController",
 }
-
-_NAMESPACED_PREFIXES = (
-    ("pod", PODS_PREFIX),
-    ("pdb", PDBS_PREFIX),
-    ("podgroup", PODGROUPS_PREFIX),
-    ("service", SERVICES_PREFIX),
-    ("replicaset", REPLICASETS_PREFIX),
-    ("statefulset", STATEFULSETS_PREFIX),
-    ("replicationcontroller", REPLICATIONCONTROLLERS_PREFIX),
-)
 
 
 # The integers msgpack packs: int64 and uint64.
@@ -132,17 +112,13 @@ class ClusterEvent:
 
 
 def parse_subject(subject: str) -> SubjectRef:
-    for kind, prefix in (("node", NODES_PREFIX), ("priorityclass", PRIORITYCLASSES_PREFIX)):
-        if subject.startswith(prefix + "."):
-            name = subject[len(prefix) + 1 :]
-            if name:
-                return SubjectRef(kind, "", name)  # type: ignore[arg-type]
-    for kind, prefix in _NAMESPACED_PREFIXES:
-        if subject.startswith(prefix + "."):
-            namespace, _, name = subject[len(prefix) + 1 :].partition(".")
-            if namespace and name:
-                return SubjectRef(kind, namespace, name)  # type: ignore[arg-type]
-    namespaced = ", ".join(prefix.rsplit(".", 1)[1] for _, prefix in _NAMESPACED_PREFIXES)
+    found = object_of_subject(subject)
+    if found is not None:
+        kind, namespace, name = found
+        return SubjectRef(kind, namespace, name)  # type: ignore[arg-type]
+    namespaced = ", ".join(
+        prefix.rsplit(".", 1)[1] for prefix, scoped in CLUSTER_KINDS.values() if scoped
+    )
     raise BadEvent(
         f"subject {subject!r} is not ksched.cluster.nodes.<name>, "
         "ksched.cluster.priorityclasses.<name> or "

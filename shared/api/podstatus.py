@@ -12,6 +12,11 @@ from shared.api.models import DEFAULT_SCHEDULER_NAME, key_of
 POD_SCHEDULED = "PodScheduled"
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
+# A pod with scheduling gates: the condition kube-apiserver sets on it (ksched has none).
+REASON_SCHEDULING_GATED = "SchedulingGated"
+SCHEDULING_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+# KEP-5501: any other PreEnqueue rejection, in the condition and an event.
+REASON_NOT_READY_FOR_SCHEDULING = "NotReadyForScheduling"
 EVENT_SCHEDULED = "Scheduled"
 EVENT_FAILED_SCHEDULING = "FailedScheduling"
 EVENT_PREEMPTED = "Preempted"

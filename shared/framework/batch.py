@@ -2,10 +2,15 @@
 columns (NodeColumns) at once, through the plugins' batch forms (filter_all, score_all,
 normalize_all, filter_statuses). Any plugin may answer None for a pod; the per-node
 path (runtime.py) is then used, and it stays the reference: both give the same result
-(tests/unit/test_batch_paths.py)."""
+(tests/unit/test_batch_paths.py).
+
+In a cycle sampled for plugin metrics, a plugin's batch form is recorded as one call at
+its extension point (Filter, Score, ScoreExtensionNormalize) that covers every node,
+where the per-node path records one call per node."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
@@ -14,11 +19,13 @@ import numpy as np
 
 from shared.framework.columns import BoolArray, IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState
+from shared.framework.instrument import FILTER, SCORE, SCORE_EXTENSION_NORMALIZE, observe_plugin
 from shared.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
     BatchFilterPlugin,
     BatchScorePlugin,
+    FilterPlugin,
     ScorePlugin,
 )
 from shared.framework.resource_dry_run import ResourceDryRun
@@ -62,10 +69,7 @@ class BatchRunner:
                 continue
             if not self.batch_filter[k]:
                 return None
-            try:
-                mask = cast(BatchFilterPlugin, plugin).filter_all(state, pod, nodes)
-            except Exception:
-                return None
+            mask = self._filter_all(cast(BatchFilterPlugin, plugin), state, pod, nodes)
             if mask is None:
                 return None
             if mask is everyone:  # rejects no node
@@ -74,7 +78,30 @@ class BatchRunner:
             if rejected.any():
                 first[rejected] = k
                 feasible &= mask
-        result = BatchFilterResult(feasible, first)
+        return self._with_nominated_pods(state, pod, nodes, BatchFilterResult(feasible, first))
+
+    def _filter_all(
+        self, plugin: BatchFilterPlugin, state: CycleState, pod: PodInfo, nodes: NodeColumns
+    ) -> BoolArray | None:
+        """One plugin's mask over every row (None: use the per-node path), timed in a
+        sampled cycle as one Filter call that succeeded (the rows it rejects are not
+        its status)."""
+        rec = self.fw.plugin_recorder(state)
+        start = time.perf_counter() if rec is not None else 0.0
+        try:
+            mask = plugin.filter_all(state, pod, nodes)
+        except Exception:
+            return None
+        if mask is not None and rec is not None:
+            observe_plugin(rec, FILTER, cast(FilterPlugin, plugin).name, None, start)
+        return mask
+
+    def _with_nominated_pods(
+        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, result: BatchFilterResult
+    ) -> BatchFilterResult | None:
+        """The rows of nodes with nominated pods, filtered again with those pods added
+        (RunFilterPluginsWithNominatedPods); None if one of them errs."""
+        feasible, first = result.feasible, result.first_rejecter
         rows = [
             (row, nominated)
             for name in self.fw.handle.nominated
@@ -205,16 +232,24 @@ class BatchRunner:
         nodes: NodeColumns,
         rows: IntArray,
     ) -> tuple[IntArray | None, Status]:
+        rec = self.fw.plugin_recorder(state)
+        name = cast(ScorePlugin, plugin).name
         try:
+            start = time.perf_counter() if rec is not None else 0.0
             scores = plugin.score_all(state, pod, nodes, rows)
             if scores is None:
                 return None, SUCCESS
+            if rec is not None:
+                observe_plugin(rec, SCORE, name, None, start)
             ext = cast(ScorePlugin, plugin).score_extensions()
             if ext is not None:
                 normalize_all = getattr(ext, "normalize_all", None)
                 if normalize_all is None:
                     return None, SUCCESS
+                start = time.perf_counter() if rec is not None else 0.0
                 scores = normalize_all(state, pod, scores)
+                if rec is not None:
+                    observe_plugin(rec, SCORE_EXTENSION_NORMALIZE, name, None, start)
         except Exception:
             return None, SUCCESS  # the per-node path reports the error
         if len(scores) and not _in_score_range(scores):

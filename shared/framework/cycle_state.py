@@ -24,6 +24,9 @@ class CycleState:
         self._data: dict[str, Any] = {}
         self.skip_filter_plugins: set[str] = set()
         self.skip_score_plugins: set[str] = set()
+        # Whether this cycle records its plugins' durations (kube's
+        # ShouldRecordPluginMetrics; Framework.new_cycle_state samples it).
+        self.record_plugin_metrics = False
 
     def write(self, key: StateKey[T], value: T) -> None:
         self._data[key.name] = value
@@ -40,4 +43,5 @@ class CycleState:
         copy._data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self._data.items()}
         copy.skip_filter_plugins = set(self.skip_filter_plugins)
         copy.skip_score_plugins = set(self.skip_score_plugins)
+        copy.record_plugin_metrics = self.record_plugin_metrics
         return copy

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -14,6 +15,21 @@ from shared.framework.batch import BatchFilterResult, BatchRunner
 from shared.framework.columns import IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState
 from shared.framework.handle import Handle
+from shared.framework.instrument import (
+    FILTER,
+    POST_FILTER,
+    PRE_ENQUEUE,
+    PRE_FILTER,
+    PRE_FILTER_EXTENSION_ADD_POD,
+    PRE_FILTER_EXTENSION_REMOVE_POD,
+    PRE_SCORE,
+    SCORE,
+    SCORE_EXTENSION_NORMALIZE,
+    MetricsRecorder,
+    observe_plugin,
+    sampled,
+    timed,
+)
 from shared.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
@@ -34,10 +50,10 @@ from shared.framework.interface import (
     ScorePlugin,
 )
 from shared.framework.profile import PluginFactory, ProfilePlugins, build_profile
+from shared.framework.reserve_bind import ReserveBindRunner
 from shared.framework.snapshot import ClusterSnapshot
-from shared.framework.status import SUCCESS, Code, Status
+from shared.framework.status import SUCCESS, Code, Status, plugin_error
 from shared.framework.types import NodeInfo, PodInfo
-from shared.framework.waiting_pods import MAX_PERMIT_TIMEOUT
 
 
 @dataclass
@@ -49,11 +65,7 @@ class PluginScores:
     total: int
 
 
-def _as_error(plugin: str, point: str, err: Exception) -> Status:
-    return Status(Code.ERROR, [f"running {point} plugin {plugin!r}: {err}"], plugin=plugin)
-
-
-class Framework:
+class Framework(ReserveBindRunner):
     def __init__(self, plugins: ProfilePlugins, handle: Handle) -> None:
         self.profile_name = plugins.scheduler_name
         self.handle = handle
@@ -78,6 +90,9 @@ class Framework:
         # path (tests turn it off to compare with the node-by-node path).
         self.nominated_by_amounts = True
         self.batch = BatchRunner(self)  # Filter and Score over the columns
+        # Told how long extension points and (sampled) plugins take; None: nothing timed.
+        self.recorder: MetricsRecorder | None = None
+        self._rng = random.Random()
 
     @classmethod
     def from_profile(
@@ -98,17 +113,29 @@ class Framework:
     def set_snapshot(self, snapshot: ClusterSnapshot) -> None:
         self.handle.snapshot = snapshot
 
+    def new_cycle_state(self) -> CycleState:
+        """A cycle's state, sampled for plugin metrics as kube's scheduleOne samples it."""
+        state = CycleState()
+        state.record_plugin_metrics = self.recorder is not None and sampled(self._rng)
+        return state
+
     # --- PreEnqueue -----------------------------------------------------------
 
+    @timed(PRE_ENQUEUE)
     def run_pre_enqueue_plugins(self, pod: PodInfo) -> Status:
         """RunPreEnqueuePlugins: the plugins in order until the first that does not
         succeed, whose status names it (the plugin that gates the pod). A rejection
-        stays one; anything else, an exception included, is an Error."""
+        stays one; anything else, an exception included, is an Error. The queue samples
+        plugin metrics per run, there being no cycle yet."""
+        rec = self.recorder if self.recorder is not None and sampled(self._rng) else None
         for plugin in self.pre_enqueue:
+            start = time.perf_counter() if rec is not None else 0.0
             try:
                 status = plugin.pre_enqueue(pod)
             except Exception as err:
-                return _as_error(plugin.name, "PreEnqueue", err)
+                return plugin_error(plugin.name, "PreEnqueue", err)
+            if rec is not None:
+                observe_plugin(rec, PRE_ENQUEUE, plugin.name, status, start)
             if status.ok:
                 continue
             if not status.rejected:
@@ -119,15 +146,20 @@ class Framework:
 
     # --- PreFilter / Filter ---------------------------------------------------
 
+    @timed(PRE_FILTER)
     def run_pre_filter_plugins(
         self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status]:
         result: PreFilterResult | None = None
+        rec = self.plugin_recorder(state)
         for plugin in self.pre_filters:
+            start = time.perf_counter() if rec is not None else 0.0
             try:
                 r, status = plugin.pre_filter(state, pod, nodes)
             except Exception as err:
-                return None, _as_error(plugin.name, "PreFilter", err)
+                return None, plugin_error(plugin.name, "PreFilter", err)
+            if rec is not None:
+                observe_plugin(rec, PRE_FILTER, plugin.name, status, start)
             if status.code == Code.SKIP:
                 state.skip_filter_plugins.add(plugin.name)
                 continue
@@ -158,10 +190,14 @@ class Framework:
     ) -> Status:
         """One Filter plugin as run_filter_plugins runs it: a rejection names the plugin;
         an exception or any other failure is an Error."""
+        # Run once per node: only an attribute read unless the cycle is sampled.
+        start = time.perf_counter() if state.record_plugin_metrics else 0.0
         try:
             status = plugin.filter(state, pod, node)
         except Exception as err:
-            return _as_error(plugin.name, "Filter", err)
+            return plugin_error(plugin.name, "Filter", err)
+        if start and self.recorder is not None:
+            observe_plugin(self.recorder, FILTER, plugin.name, status, start)
         if status.ok:
             return status
         status.plugin = plugin.name
@@ -241,21 +277,27 @@ class Framework:
     def _run_extensions(
         self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo, *, add: bool
     ) -> Status:
+        rec = self.plugin_recorder(state)
+        point = PRE_FILTER_EXTENSION_ADD_POD if add else PRE_FILTER_EXTENSION_REMOVE_POD
         for plugin in self.pre_filters:
             ext = plugin.pre_filter_extensions()
             if ext is None or plugin.name in state.skip_filter_plugins:
                 continue
+            start = time.perf_counter() if rec is not None else 0.0
             try:
                 if add:
                     status = ext.add_pod(state, pod, other, node)
                 else:
                     status = ext.remove_pod(state, pod, other, node)
             except Exception as err:
-                return _as_error(plugin.name, "AddPod" if add else "RemovePod", err)
+                return plugin_error(plugin.name, "AddPod" if add else "RemovePod", err)
+            if rec is not None:
+                observe_plugin(rec, point, plugin.name, status, start)
             if not status.ok:
                 return Status(Code.ERROR, status.reasons, plugin=plugin.name)
         return SUCCESS
 
+    @timed(POST_FILTER)
     def run_post_filter_plugins(
         self, state: CycleState, pod: PodInfo, node_to_status: dict[str, Status]
     ) -> tuple[PostFilterResult | None, Status]:
@@ -265,11 +307,15 @@ class Framework:
         reasons: list[str] = []
         kept: PostFilterResult | None = None
         rejector = ""
+        rec = self.plugin_recorder(state)
         for plugin in self.post_filters:
+            start = time.perf_counter() if rec is not None else 0.0
             try:
                 result, status = plugin.post_filter(state, pod, node_to_status)
             except Exception as err:
-                return None, _as_error(plugin.name, "PostFilter", err)
+                return None, plugin_error(plugin.name, "PostFilter", err)
+            if rec is not None:
+                observe_plugin(rec, POST_FILTER, plugin.name, status, start)
             status.plugin = plugin.name
             if status.ok or status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return result, status
@@ -283,14 +329,19 @@ class Framework:
 
     # --- PreScore / Score -----------------------------------------------------
 
+    @timed(PRE_SCORE)
     def run_pre_score_plugins(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> Status:
+        rec = self.plugin_recorder(state)
         for plugin in self.pre_scores:
+            start = time.perf_counter() if rec is not None else 0.0
             try:
                 status = plugin.pre_score(state, pod, nodes)
             except Exception as err:
-                return _as_error(plugin.name, "PreScore", err)
+                return plugin_error(plugin.name, "PreScore", err)
+            if rec is not None:
+                observe_plugin(rec, PRE_SCORE, plugin.name, status, start)
             if status.code == Code.SKIP:
                 state.skip_score_plugins.add(plugin.name)
             elif not status.ok:
@@ -298,6 +349,7 @@ class Framework:
                 return status
         return SUCCESS
 
+    @timed(SCORE)
     def run_score_plugins(
         self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[list[PluginScores], Status]:
@@ -320,24 +372,31 @@ class Framework:
         """One Score plugin over `nodes` as run_score_plugins runs it: normalized (not
         weighted), each score checked to be in range, a failure naming the plugin."""
         scores = []
+        rec = self.plugin_recorder(state)
         try:
             for node in nodes:
+                start = time.perf_counter() if rec is not None else 0.0
                 value, status = plugin.score(state, pod, node)
+                if rec is not None:
+                    observe_plugin(rec, SCORE, plugin.name, status, start)
                 if not status.ok:
                     status.plugin = plugin.name
                     return [], status
                 scores.append(NodeScore(node.name, value))
             ext = plugin.score_extensions()
             if ext is not None:
+                start = time.perf_counter() if rec is not None else 0.0
                 status = ext.normalize_score(state, pod, scores)
+                if rec is not None:
+                    observe_plugin(rec, SCORE_EXTENSION_NORMALIZE, plugin.name, status, start)
                 if not status.ok:
                     status.plugin = plugin.name
                     return [], status
         except Exception as err:
-            return [], _as_error(plugin.name, "Score", err)
+            return [], plugin_error(plugin.name, "Score", err)
         for ns in scores:
             if not MIN_NODE_SCORE <= ns.score <= MAX_NODE_SCORE:
-                return [], _as_error(
+                return [], plugin_error(
                     plugin.name,
                     "Score",
                     ValueError(f"score {ns.score} of node {ns.name} is out of range"),
@@ -371,87 +430,12 @@ class Framework:
         """The per-node status of a node the batch rejected (batch.py)."""
         return self.batch.filter_status(state, pod, node, first_rejecter)
 
+    @timed(SCORE)
     def run_score_plugins_batch(
         self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
     ) -> tuple[IntArray, dict[str, IntArray], Status]:
         """Weighted scores of the nodes at `rows`, the total and each plugin's (batch.py)."""
         return self.batch.run_score_plugins(state, pod, nodes, rows)
-
-    # --- Reserve / Permit -------------------------------------------------------
-
-    def run_reserve_plugins_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        for plugin in self.reserves:
-            status = plugin.reserve(state, pod, node)
-            if not status.ok:
-                status.plugin = plugin.name
-                return status
-        return SUCCESS
-
-    def run_reserve_plugins_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        for plugin in reversed(self.reserves):  # undo in reverse order, as kube-scheduler
-            try:
-                plugin.unreserve(state, pod, node)
-            except Exception:  # Unreserve must reach every plugin
-                continue
-
-    def run_permit_plugins(
-        self, state: CycleState, pod: PodInfo, node: str
-    ) -> tuple[Status, dict[str, float]]:
-        """Success, a rejection (Unschedulable, with the plugin), or Wait with the
-        timeout of each plugin that asked to wait (capped, as kube caps at maxTimeout)."""
-        waits: dict[str, float] = {}
-        for plugin in self.permits:
-            try:
-                status, timeout = plugin.permit(state, pod, node)
-            except Exception as err:
-                return _as_error(plugin.name, "Permit", err), {}
-            if status.code == Code.WAIT:
-                waits[plugin.name] = min(max(timeout, 0.0), MAX_PERMIT_TIMEOUT)
-            elif not status.ok:
-                status.plugin = plugin.name
-                if not status.rejected:
-                    status = Status(Code.ERROR, status.reasons, plugin=plugin.name)
-                return status, {}
-        if waits:
-            return Status(Code.WAIT), waits
-        return SUCCESS, {}
-
-    # --- PreBind / Bind / PostBind (the binding cycle, run by the binder) ----------
-
-    async def run_pre_bind_plugins(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        for plugin in self.pre_binds:
-            try:
-                status = await plugin.pre_bind(state, pod, node)
-            except Exception as err:
-                return _as_error(plugin.name, "PreBind", err)
-            if status.code == Code.SKIP:
-                continue
-            if not status.ok:
-                status.plugin = plugin.name
-                return status
-        return SUCCESS
-
-    async def run_bind_plugins(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """The first Bind plugin that does not Skip binds the pod."""
-        for plugin in self.binds:
-            try:
-                status = await plugin.bind(state, pod, node)
-            except Exception as err:
-                return _as_error(plugin.name, "Bind", err)
-            if status.code == Code.SKIP:
-                continue
-            if not status.ok:
-                status.plugin = plugin.name
-            return status
-        return Status(Code.SKIP, ["no bind plugin bound the pod"])
-
-    async def run_post_bind_plugins(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        """Informational: a failing PostBind changes nothing about the binding."""
-        for plugin in self.post_binds:
-            try:
-                await plugin.post_bind(state, pod, node)
-            except Exception:  # kube ignores PostBind outcomes too
-                continue
 
     def less(self, a: Any, b: Any) -> bool:
         return self.queue_sort.less(a, b)

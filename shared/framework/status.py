@@ -22,6 +22,18 @@ class Code(IntEnum):
     PENDING = 6
 
 
+# kube's Code.String(): how statuses are named in metrics labels and messages.
+CODE_NAMES = {
+    Code.SUCCESS: "Success",
+    Code.ERROR: "Error",
+    Code.UNSCHEDULABLE: "Unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
+    Code.WAIT: "Wait",
+    Code.SKIP: "Skip",
+    Code.PENDING: "Pending",
+}
+
+
 @dataclass
 class Status:
     code: Code = Code.SUCCESS
@@ -41,6 +53,11 @@ class Status:
 
 
 SUCCESS = Status()
+
+
+def plugin_error(plugin: str, point: str, err: Exception) -> Status:
+    """An exception a plugin raised at `point`, as the Error status the framework gives."""
+    return Status(Code.ERROR, [f"running {point} plugin {plugin!r}: {err}"], plugin=plugin)
 
 
 def unschedulable(*reasons: str, resolvable: bool = True) -> Status:

@@ -27,18 +27,8 @@ from shared.framework.interface import (
 )
 from shared.framework.profile import PluginFactory
 from shared.framework.snapshot import ClusterSnapshot
-from shared.framework.status import Code, Status
+from shared.framework.status import CODE_NAMES, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
-
-CODE_NAMES = {
-    Code.SUCCESS: "Success",
-    Code.ERROR: "Error",
-    Code.UNSCHEDULABLE: "Unschedulable",
-    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
-    Code.WAIT: "Wait",
-    Code.SKIP: "Skip",
-    Code.PENDING: "Pending",
-}
 
 
 @dataclass

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -41,29 +42,24 @@ async def ksched(url: str, *args: str, stdin: str | None = None) -> tuple[int, s
     return proc.returncode, out.decode(), err.decode()
 
 
+def workload_doc(
+    api: str, kind: str, name: str, counts: dict[str, int], cpu: str
+) -> dict[str, Any]:
+    """A workload of pods with one container asking for `cpu`."""
+    container = {"name": "app", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}
+    return {
+        "apiVersion": api,
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": {**counts, "template": {"spec": {"containers": [container]}}},
+    }
+
+
 def manifests(tmp_path: Path) -> str:
     tainted = make_node("gpu-node", cpu="8")
     tainted["spec"] = {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web"},
-        "spec": {
-            "replicas": 3,
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "nginx",
-                            "resources": {"requests": {"cpu": "500m"}},
-                        }
-                    ]
-                },
-            },
-        },
-    }
+    deployment = workload_doc("apps/v1", "Deployment", "web", {"replicas": 3}, "500m")
+    deployment["spec"]["template"]["metadata"] = {"labels": {"app": "web"}}
     huge = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -118,8 +114,9 @@ async def test_apply_get_describe_delete(
 
     code, out, err = await ksched(url, "describe", "pod", "huge")
     assert code == 0, err
-    assert "  small      NodeResourcesFit: Insufficient cpu" in out
-    assert "  gpu-node   TaintToleration: node(s) had untolerated taint" in out
+    rows = [line.split() for line in out.splitlines()]
+    assert ["1", "NodeResourcesFit:", "Insufficient", "cpu", "small"] in rows
+    assert any(r[:3] == ["1", "TaintToleration:", "node(s)"] and r[-1] == "gpu-node" for r in rows)
     assert "Warning   FailedScheduling" in out and "0/2 nodes are available" in out
     code, out, _ = await ksched(url, "describe", "node", "small")
     assert "  cpu                 1500m (75%)" in out and "(3 in total)" in out
@@ -417,3 +414,32 @@ def test_demo_refuses_a_bad_configuration_before_starting_anything(tmp_path: Pat
         assert done.stderr.startswith(f"error: KSCHED_CONFIG={config}: ") and reason in done.stderr
         assert done.stderr.count("\n") == 1, done.stderr
         assert not workdir.exists()  # no server, no service started
+
+
+async def test_whatif_names_the_node_the_groups_and_a_workloads_fit(
+    stack: LocalStack, tracker: PodTracker, tmp_path: Path
+) -> None:
+    url = stack.nats_url
+    nodes = yaml.safe_dump_all([make_node(f"n{i}", cpu="2") for i in range(3)])
+    assert (await ksched(url, "apply", "-f", "-", stdin=nodes))[0] == 0
+    job = workload_doc("batch/v1", "Job", "batch", {"parallelism": 8}, "1")
+    job["spec"]["template"]["spec"]["restartPolicy"] = "Never"
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    for _ in range(100):  # the workers' snapshot has the nodes once the cache has them
+        code, out, err = await ksched(url, "whatif", "-f", str(path), "-o", "json")
+        assert code == 0, err
+        if json.loads(out)["nodes"] == 3:
+            break
+    report = json.loads(out)
+    assert report["replicas"] == {
+        "requested": 8,
+        "fit": 6,
+        "nodes": 3,
+        "placements": {"n0": 2, "n1": 2, "n2": 2},
+    }
+    code, out, err = await ksched(url, "whatif", "-f", str(path), "--node", "n1")
+    assert code == 0, err
+    assert "Workload: 6 of 8 replicas fit, on 3 nodes" in out
+    assert "Node n1:" in out and out.startswith("Pod default/batch-")
+    assert tracker.pods == {}  # asking wrote nothing

@@ -25,6 +25,7 @@ from shared.subjects import (
     CACHE_ASSUME,
     CLUSTER_STREAM,
     QUEUE_POP,
+    WHATIF,
     event_subject,
     pod_subject,
 )
@@ -105,7 +106,9 @@ async def test_a_publisher_publishes_cluster_events_and_reads_events(
         await binder.close()
 
 
-@pytest.mark.parametrize("subject", [BIND_SUBJECT, QUEUE_POP, CACHE_ASSUME, "ksched.errors.x"])
+@pytest.mark.parametrize(
+    "subject", [BIND_SUBJECT, QUEUE_POP, CACHE_ASSUME, WHATIF, "ksched.errors.x"]
+)
 async def test_a_publisher_cannot_publish_on_an_internal_subject(
     servers: tuple[Server, Server], subject: str
 ) -> None:
@@ -277,6 +280,10 @@ async def test_the_services_schedule_with_their_own_credentials_only(
             for _ in range(len(stack.services)):
                 names.add(json.loads((await replies.next_msg(timeout=5)).data)["name"])
             assert names == {f"ksched-{name}" for name in SERVICES}
+            # and asks a worker what-if (`ksched whatif`), which a publisher may not
+            ask = json.dumps({"pod": make_pod("what", cpu="500m")}).encode()
+            report = json.loads((await operator.request(WHATIF, ask, timeout=10)).data)
+            assert report["message"].startswith("0/3 nodes are available: 3 Insufficient cpu")
         finally:
             await operator.close()
         violations = [

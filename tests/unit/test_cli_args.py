@@ -110,6 +110,11 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in {heavy} or m.startswit
         "build_parser('get').parse_args(['get', 'pods'])",
         # what `get`, `delete NAME` and `status` import before they talk to NATS
         "import shared.tools.cli.kubectl, shared.tools.cli.get, shared.tools.cli.top",
+        # `whatif` of a Pod: the worker does the work (yaml only for a YAML file)
+        "import shared.tools.cli.whatif as w\n"
+        "from shared.tools.cli.manifests import Manifest\n"
+        "pod = Manifest({'kind': 'Pod', 'metadata': {'name': 'p'}}, '-', '')\n"
+        "w.request_of([pod], None, None, 5)",
     ],
 )
 def test_the_cli_starts_without_the_heavy_modules(code: str) -> None:

@@ -7,9 +7,15 @@ from typing import Any
 
 import pytest
 
+from shared.config import Profile
+from shared.framework.runtime import Framework
+from shared.framework.types import PodInfo
+from shared.framework.whatif import what_if
+from shared.plugins import REGISTRY
 from shared.tools.cli.describe import amount, describe_node, describe_pod
 from shared.tools.cli.live import Instance
 from shared.tools.cli.main import main
+from shared.tools.cli.simulate import build_cluster
 from shared.tools.cli.tables import human_duration, node_row, pod_row, pod_status, render_table
 from shared.tools.cli.top import (
     Sample,
@@ -70,7 +76,12 @@ def test_pod_status_and_rows() -> None:
     )
 
 
-def test_describe_pod_shows_conditions_events_and_per_node_reasons() -> None:
+def what_if_report(objects: list[dict[str, Any]], pod: dict[str, Any]) -> dict[str, Any]:
+    fw = Framework.from_profile(Profile(), REGISTRY)
+    return what_if(fw, [PodInfo.of(pod)], build_cluster(objects))
+
+
+def test_describe_pod_groups_nodes_with_the_same_verdicts() -> None:
     pod = make_pod("web", cpu="3")
     pod["status"] = {
         "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
@@ -80,35 +91,36 @@ def test_describe_pod_shows_conditions_events_and_per_node_reasons() -> None:
         "reason": "FailedScheduling",
         "lastTimestamp": "2024-01-01T11:59:50Z",
         "source": {"component": "default-scheduler"},
-        "message": "0/2 nodes are available",
+        "message": "0/4 nodes are available",
     }
-    report = {
-        "preFilter": {"status": "passed"},
-        "nodes": {
-            "n1": {
-                "filter": {
-                    "NodeResourcesFit": "Unschedulable: Insufficient cpu",
-                    "TaintToleration": "passed",
-                }
-            },
-            "n2": {"filter": {"NodeResourcesFit": "passed"}, "total": 187},
-        },
-    }
-    text = describe_pod(pod, [event], NOW, report)
+    nodes = [make_node(f"small-{i}", cpu="1") for i in range(3)] + [make_node("big", cpu="8")]
+    text = describe_pod(pod, [event], NOW, what_if_report(nodes, pod))
     assert "Status:         Pending" in text
     assert "  PodScheduled   False" in text
-    assert "  n1     NodeResourcesFit: Insufficient cpu" in text
-    assert "  n2     fits (score 187)" in text
+    rows = [line.split() for line in text.splitlines()]
+    assert ["3", "NodeResourcesFit:", "Insufficient", "cpu", "small-0,", "small-1,", "small-2"] in (
+        rows
+    )
+    assert ["1", "fits", "big"] in rows
+    assert any(line.startswith("  It would go to big now (score ") for line in text.splitlines())
     assert text.splitlines()[-1].split() == [
         "Warning",
         "FailedScheduling",
         "10s",
         "default-scheduler",
-        "0/2",
+        "0/4",
         "nodes",
         "are",
         "available",
     ]
+
+
+def test_describe_pod_says_when_a_preenqueue_plugin_holds_it() -> None:
+    pod = make_pod("gated")
+    pod["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    text = describe_pod(pod, [], NOW, what_if_report([make_node("n1")], pod))
+    assert "  Held by PreEnqueue plugin SchedulingGates: " in text
+    assert "example.com/quota" in text and "NODES" not in text
 
 
 def test_describe_node_requests_against_allocatable() -> None:

@@ -4,7 +4,9 @@ scheduler_perf's node shape (4 cpu, 32Gi, 110 pods, 3 zones) with init pods
 spread over the nodes, then one schedulePod (PreFilter .. selectHost, every
 node scored) per measured pod, for the default pod (100m, 500Mi), a pod with
 required hostname anti-affinity, a zone topology-spread pod and a node-affinity
-pod. Pure framework: no NATS, no Redis.
+pod. Pure framework: no NATS, no Redis. `--metrics` has the framework report its
+extension points' and (sampled) plugins' durations to a Prometheus registry, as the
+services do, to see what that costs a cycle.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from shared.config import Profile
-from shared.framework.cycle_state import CycleState
 from shared.framework.runtime import Framework
 from shared.framework.schedule_one import Scheduler
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins import REGISTRY
+from shared.runtime.framework_metrics import record_frameworks
 from shared.tools.synthetic import (
     HOSTNAME,
     ZONE,
@@ -91,20 +95,19 @@ KINDS: dict[str, Callable[[int], dict[str, Any]]] = {
 }
 
 
-def measure(num_nodes: int, kind: str, pods: int) -> dict[str, Any]:
+def measure(num_nodes: int, kind: str, pods: int, with_metrics: bool = False) -> dict[str, Any]:
     infos = cluster(num_nodes, init_pods=num_nodes // 5)
-    scheduler = Scheduler(
-        Framework.from_profile(Profile(), REGISTRY),
-        percentage_of_nodes_to_score=100,
-        rng=random.Random(1),
-    )
+    framework = Framework.from_profile(Profile(), REGISTRY)
+    if with_metrics:
+        record_frameworks([framework], CollectorRegistry())
+    scheduler = Scheduler(framework, percentage_of_nodes_to_score=100, rng=random.Random(1))
     snapshot = ClusterSnapshot(infos)
     snapshot.fill_image_states()
     times = []
     for i in range(pods):
         pod = PodInfo.of(KINDS[kind](i), 10**6 + i)
         start = time.perf_counter()
-        result = scheduler.schedule_pod(CycleState(), pod, snapshot)
+        result = scheduler.schedule_pod(framework.new_cycle_state(), pod, snapshot)
         times.append(time.perf_counter() - start)
         snapshot.add_pod(pod, result.suggested_host)
     times.sort()
@@ -121,7 +124,7 @@ def run_bench_cycle(args: argparse.Namespace) -> int:
     rows = []
     for num_nodes in args.nodes:
         for kind in args.kinds:
-            row = measure(num_nodes, kind, args.pods)
+            row = measure(num_nodes, kind, args.pods, args.metrics)
             rows.append(row)
             print(
                 f"{row['nodes']:6d} nodes  {kind:16}  median {row['median_ms']:9.3f} ms"

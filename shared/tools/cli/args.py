@@ -152,6 +152,19 @@ def add_kubectl_verbs(sub: Any) -> None:
     nats_flag(status)
 
 
+def add_whatif_arguments(p: argparse.ArgumentParser) -> None:
+    """`ksched whatif` (whatif.py): a running worker answers."""
+    files_flag(p, required=True)
+    p.add_argument(
+        "--config", help="a KubeSchedulerConfiguration to use instead of the running one"
+    )
+    p.add_argument("--node", help="that node's full detail: every plugin's verdict and scores")
+    p.add_argument("--top", type=int, default=10, help="best-scoring nodes listed (10)")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    namespace_flag(p)
+    nats_flag(p)
+
+
 def command_of(argv: list[str]) -> str:
     """The verb: the first word that is not a flag ("" for none)."""
     return next((a for a in argv if not a.startswith("-")), "")

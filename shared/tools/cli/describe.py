@@ -12,7 +12,15 @@ from shared.api.resources import pod_limits as spec_limits
 from shared.api.resources import pod_requests
 from shared.framework.types import allocatable_of
 from shared.tools.cli.events import interval
-from shared.tools.cli.tables import NONE, age, node_roles, percent, pod_status, render_table
+from shared.tools.cli.tables import (
+    NONE,
+    age,
+    groups_table,
+    node_roles,
+    percent,
+    pod_status,
+    render_table,
+)
 
 BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 SHOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage")
@@ -138,28 +146,28 @@ def _container_lines(c: dict[str, Any]) -> list[str]:
 
 
 def explanation_lines(report: dict[str, Any]) -> list[str]:
-    """Per node, the plugins that reject the pod now (or its score where it fits): the
-    per-node detail behind FailedScheduling's histogram (kube-scheduler-simulator's)."""
-    lines = ["Scheduling (each node's Filter plugins against the current cluster):"]
-    pre = report.get("preFilter") or {}
-    if pre.get("status") not in (None, "passed"):
-        reasons = ", ".join(pre.get("reasons") or [])
-        lines.append(f"  PreFilter {pre.get('plugin')}: {pre.get('status')}: {reasons}")
-    rows = []
-    for node, entry in sorted(report.get("nodes", {}).items()):
-        failed = [
-            f"{plugin}: {verdict.split(': ', 1)[-1]}"
-            for plugin, verdict in entry.get("filter", {}).items()
-            if verdict not in ("passed", "skipped")
+    """What the scheduler makes of the pending pod now (a what-if report,
+    shared/framework/whatif.py): held by a PreEnqueue plugin, or each node's Filter
+    verdicts, nodes with the same verdicts counted together as FailedScheduling's
+    message counts them, and the node it would get."""
+    gated = report.get("gated")
+    if gated:
+        return [
+            "Scheduling:",
+            f"  Held by PreEnqueue plugin {gated['plugin']}: {gated['message']}",
+            "  Not scheduled (nor its nodes judged) until the plugin lets it through.",
         ]
-        if failed:
-            rows.append([node, "; ".join(failed)])
-        else:
-            rows.append([node, f"fits (score {entry.get('total', 0)})"])
-    if rows:
-        lines.append("  " + render_table(["NODE", "RESULT"], rows).replace("\n", "\n  "))
-    else:
-        lines.append("  no nodes")
+    lines = [
+        "Scheduling (each node's Filter plugins against the current cluster, "
+        "nodes with the same verdicts together):"
+    ]
+    if not report.get("nodes"):
+        return [*lines, "  no nodes"]
+    lines += ["  " + line for line in groups_table(report).splitlines()]
+    chosen = report.get("chosen")
+    if chosen:
+        score = next((s["total"] for s in report.get("scores", []) if s["node"] == chosen), None)
+        lines.append(f"  It would go to {chosen} now" + (f" (score {score})" if score else ""))
     return lines
 
 

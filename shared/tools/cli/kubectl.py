@@ -260,13 +260,14 @@ async def describe(nc: NATS, args: argparse.Namespace, out: Out) -> int:
 def explain_live(
     pod: dict[str, Any], watch: ClusterWatch, config_path: str | None
 ) -> dict[str, Any] | None:
-    """The pod's framework run against the cluster as the stream shows it now (nodes
-    and bound pods), as `ksched simulate` runs it against a file."""
+    """A what-if of the pod (shared/framework/whatif.py) against the cluster as the
+    stream shows it now (nodes and bound pods), with its profile's framework."""
     from shared.config import load_config
     from shared.framework.runtime import Framework
     from shared.framework.types import PodInfo
+    from shared.framework.whatif import what_if
     from shared.plugins import REGISTRY
-    from shared.tools.cli.simulate import build_cluster, explain
+    from shared.tools.cli.simulate import build_cluster
 
     config = load_config(config_path)
     info = PodInfo.of(pod)
@@ -278,7 +279,9 @@ def explain_live(
     objects = [e.obj for e in watch.nodes.values()] + [
         e.obj for e in watch.pods.values() if (e.obj.get("spec") or {}).get("nodeName")
     ]
-    return explain(Framework.from_profile(profile, REGISTRY), info, build_cluster(objects), seed=0)
+    fw = Framework.from_profile(profile, REGISTRY)
+    percentage = config.percentage_of_nodes_to_score
+    return what_if(fw, [info], build_cluster(objects), percentage=percentage)
 
 
 # --- entry point --------------------------------------------------------------------

@@ -27,14 +27,7 @@ from shared.subjects import (
     CLUSTER_PREFIX,
     CLUSTER_STREAM,
     MICRO_PREFIX,
-    NODES_PREFIX,
-    PDBS_PREFIX,
-    PODS_PREFIX,
-    PRIORITYCLASSES_PREFIX,
-    REPLICASETS_PREFIX,
-    REPLICATIONCONTROLLERS_PREFIX,
-    SERVICES_PREFIX,
-    STATEFULSETS_PREFIX,
+    object_of_subject,
 )
 
 REPLAY_TIMEOUT_SECONDS = 30.0
@@ -134,7 +127,6 @@ class Entry:
     at: dt.datetime | None = None  # when the stream stored this version
 
 
-CLUSTER_SCOPED = ("node", "priorityclass")  # named without a namespace
 Change = Callable[[str, str, dict[str, Any], bool], None]  # (kind, key, object, deleted)
 
 
@@ -175,9 +167,11 @@ class ClusterWatch:
         synced = self.synced.is_set()
         if msg.metadata.num_pending == 0:
             self.synced.set()
-        kind, table, rest = self._table(msg.subject)
-        if table is None:
+        named = object_of_subject(msg.subject)
+        table = self._tables().get(named[0]) if named else None
+        if named is None or table is None:
             return
+        kind, namespace, name = named
         try:
             event = json.loads(msg.data)
             obj = event["object"]
@@ -186,11 +180,10 @@ class ClusterWatch:
             return  # the watcher reports bad events on ksched.errors (and undoes them)
         # The subject names the object, as the API server's URL does (an object naming
         # another is refused): its key, and the names the object leaves out.
-        if kind in CLUSTER_SCOPED:
-            key, names = rest, {"name": rest}
-        else:
-            namespace, _, name = rest.partition(".")
+        if namespace:
             key, names = object_key(namespace, name), {"namespace": namespace, "name": name}
+        else:
+            key, names = name, {"name": name}
         if not isinstance(meta, dict) or not isinstance(obj, dict):
             return
         obj = {**obj, "metadata": {**meta, **{k: v for k, v in names.items() if not meta.get(k)}}}
@@ -203,21 +196,18 @@ class ClusterWatch:
         if synced and self.on_change is not None:
             self.on_change(kind, key, obj, deleted)
 
-    def _table(self, subject: str) -> tuple[str, dict[str, Entry] | None, str]:
-        """The kind, its table, and what of the subject names the object."""
-        for kind, prefix, table in (
-            ("pod", PODS_PREFIX, self.pods),
-            ("node", NODES_PREFIX, self.nodes),
-            ("pdb", PDBS_PREFIX, self.pdbs),
-            ("priorityclass", PRIORITYCLASSES_PREFIX, self.priority_classes),
-            ("service", SERVICES_PREFIX, self.services),
-            ("replicaset", REPLICASETS_PREFIX, self.replica_sets),
-            ("statefulset", STATEFULSETS_PREFIX, self.stateful_sets),
-            ("replicationcontroller", REPLICATIONCONTROLLERS_PREFIX, self.replication_controllers),
-        ):
-            if subject.startswith(prefix + "."):
-                return kind, table, subject[len(prefix) + 1 :]
-        return "", None, ""
+    def _tables(self) -> dict[str, dict[str, Entry]]:
+        """The table of each kind the view keeps."""
+        return {
+            "pod": self.pods,
+            "node": self.nodes,
+            "pdb": self.pdbs,
+            "priorityclass": self.priority_classes,
+            "service": self.services,
+            "replicaset": self.replica_sets,
+            "statefulset": self.stateful_sets,
+            "replicationcontroller": self.replication_controllers,
+        }
 
 
 async def read_cluster(js: JetStreamContext) -> ClusterWatch:

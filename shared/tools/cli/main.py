@@ -14,7 +14,12 @@ import importlib
 import sys
 from typing import Any
 
-from shared.tools.cli.args import KschedParser, add_kubectl_verbs, command_of
+from shared.tools.cli.args import (
+    KschedParser,
+    add_kubectl_verbs,
+    add_whatif_arguments,
+    command_of,
+)
 
 # verb -> (module, function taking the parsed arguments): imported when it runs
 KUBECTL = ("shared.tools.cli.kubectl", "run")
@@ -28,6 +33,7 @@ VERBS = {
     "status": ("shared.tools.cli.top", "run"),
     "demo": ("shared.tools.cli.demo", "run_demo"),
     "simulate": ("shared.tools.cli.simulate", "run_simulate"),
+    "whatif": ("shared.tools.cli.whatif", "run_whatif"),
     "conformance": ("shared.tools.cli.conformance", "run_conformance"),
     "bench": ("shared.tools.bench.suite", "run_bench"),
     "bench-cycle": ("shared.tools.bench.cycle", "run_bench_cycle"),
@@ -77,6 +83,11 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     sim.add_argument("-o", "--output", choices=("table", "json"), default="table")
     sim.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
 
+    wi = sub.add_parser(
+        "whatif", help="where a pod or workload would go now, and why (writes nothing)"
+    )
+    add_whatif_arguments(wi)
+
     bench = sub.add_parser("bench-cycle", help="time one scheduling cycle (pure framework)")
     bench.add_argument("--nodes", type=int, nargs="+", default=[500, 5000])
     bench.add_argument(
@@ -86,6 +97,9 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     )
     bench.add_argument("--pods", type=int, default=50, help="measured cycles per case")
     bench.add_argument("--json", action="store_true")
+    bench.add_argument(
+        "--metrics", action="store_true", help="record durations to Prometheus, as services do"
+    )
 
     bq = sub.add_parser("bench-queue", help="pop latency and throughput of the queue service")
     bq.add_argument("--single", type=int, default=500, help="measured single-pod pops")

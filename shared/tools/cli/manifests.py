@@ -31,6 +31,17 @@ GO_YAML_PROBLEMS = (
 )
 
 
+# The workloads `apply` expands into the pods their controllers would create (workloads.py).
+WORKLOAD_KINDS = (
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "ReplicationController",
+    "Job",
+    "DaemonSet",
+)
+
+
 class ManifestError(ValueError):
     pass
 

@@ -4,7 +4,6 @@ like kube-scheduler-simulator's annotations."""
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import random
 from typing import Any
@@ -13,23 +12,14 @@ from pydantic import ValidationError
 
 from shared.api.models import describe_validation_error
 from shared.config import ConfigError, load_config
-from shared.framework.cycle_state import CycleState
-from shared.framework.interface import ClusterObjects, NodeScore
-from shared.framework.runtime import Framework, PluginScores, select_host
+from shared.framework.explain import explain
+from shared.framework.interface import ClusterObjects
+from shared.framework.runtime import Framework
 from shared.framework.snapshot import ClusterSnapshot
-from shared.framework.status import Code
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins import REGISTRY
 from shared.tools.cli.manifests import ManifestError, load_objects
 from shared.tools.cli.output import warn
-
-STATUS_NAMES = {
-    Code.SUCCESS: "passed",
-    Code.UNSCHEDULABLE: "Unschedulable",
-    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
-    Code.ERROR: "Error",
-    Code.SKIP: "skipped",
-}
 
 
 def build_cluster(objects: list[dict[str, Any]]) -> ClusterSnapshot:
@@ -56,72 +46,15 @@ def build_cluster(objects: list[dict[str, Any]]) -> ClusterSnapshot:
     return snapshot
 
 
-def explain(fw: Framework, pod: PodInfo, snapshot: ClusterSnapshot, seed: int) -> dict[str, Any]:
-    fw.set_snapshot(snapshot)
-    state = CycleState()
-    nodes = snapshot.nodes
-    report: dict[str, Any] = {"pod": pod.key, "profile": fw.profile, "nodes": {}}
-    result, pre = fw.run_pre_filter_plugins(state, pod, nodes)
-    report["preFilter"] = {
-        "status": STATUS_NAMES.get(pre.code, pre.code.name),
-        "reasons": pre.reasons,
-        "plugin": pre.plugin,
-    }
-    feasible = []
-    for node in nodes:
-        entry: dict[str, Any] = {"filter": {}}
-        report["nodes"][node.name] = entry
-        if not pre.ok or (
-            result and result.node_names is not None and node.name not in result.node_names
-        ):
-            entry["filter"]["PreFilter"] = "not a candidate"
-            continue
-        ok = True
-        for plugin in fw.filters:
-            if plugin.name in state.skip_filter_plugins:
-                entry["filter"][plugin.name] = "skipped"
-                continue
-            status = plugin.filter(state, pod, node)
-            entry["filter"][plugin.name] = (
-                "passed" if status.ok else f"{STATUS_NAMES.get(status.code)}: {status.message()}"
-            )
-            ok = ok and status.ok
-        if ok:
-            feasible.append(node)
-    report["chosen"] = _score(fw, state, pod, feasible, report, seed) if feasible else None
-    return report
-
-
-def _score(
-    fw: Framework,
-    state: CycleState,
-    pod: PodInfo,
-    feasible: list[NodeInfo],
-    report: dict[str, Any],
-    seed: int,
-) -> str:
-    fw.run_pre_score_plugins(state, pod, feasible)
-    totals = [PluginScores(n.name, {}, 0) for n in feasible]
-    for plugin in fw.scores:
-        if plugin.name in state.skip_score_plugins:
-            continue
-        raw = [NodeScore(n.name, plugin.score(state, pod, n)[0]) for n in feasible]
-        normalized = copy.deepcopy(raw)
-        ext = plugin.score_extensions()
-        if ext is not None:
-            ext.normalize_score(state, pod, normalized)
-        weight = fw.weights.get(plugin.name, 1)
-        for total, r, n in zip(totals, raw, normalized, strict=True):
-            report["nodes"][r.name].setdefault("score", {})[plugin.name] = {
-                "raw": r.score,
-                "normalized": n.score,
-                "weight": weight,
-                "weighted": n.score * weight,
-            }
-            total.total += n.score * weight
-    for total in totals:
-        report["nodes"][total.name]["total"] = total.total
-    return select_host(totals, random.Random(seed))
+def explain_report(
+    fw: Framework, pod: PodInfo, snapshot: ClusterSnapshot, seed: int
+) -> dict[str, Any]:
+    """The decision explained per node and plugin (framework/explain.py), with the node
+    selectHost draws among the best (`seed` breaks the ties)."""
+    ex = explain(fw, pod, snapshot)
+    best = ex.best
+    chosen = best[random.Random(seed).randrange(len(best))] if best else None
+    return ex.report(chosen)
 
 
 def print_table(report: dict[str, Any]) -> None:
@@ -156,7 +89,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         )
         if profile is None:
             raise ConfigError(f"no profile serves schedulerName {pod.pod.spec.scheduler_name!r}")
-        report = explain(Framework.from_profile(profile, REGISTRY), pod, snapshot, args.seed)
+        report = explain_report(Framework.from_profile(profile, REGISTRY), pod, snapshot, args.seed)
     except (ManifestError, ConfigError) as err:
         warn(f"error: {err}")
         return 1

@@ -201,3 +201,15 @@ def dump(obj: dict[str, Any], output: str) -> str:
     import yaml  # only here: the CLI starts faster without it
 
     return str(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)).rstrip("\n")
+
+
+def groups_table(report: dict[str, Any]) -> str:
+    """A what-if report's node groups: how many nodes, their verdicts, some of them."""
+    rows = []
+    for g in report.get("groups", []):
+        reason = "; ".join(f"{p}: {v.split(': ', 1)[-1]}" for p, v in g["verdicts"].items())
+        examples = ", ".join(g["nodes"]) + (", ..." if g["count"] > len(g["nodes"]) else "")
+        rows.append([str(g["count"]), reason or "fits", examples])
+    if report.get("groupsOmitted"):
+        rows.append(["", f"({report['groupsOmitted']} more groups)", ""])
+    return render_table(["NODES", "VERDICT", "E.G."], rows)

@@ -42,18 +42,10 @@ from shared.api.podresources import pod_resources_errors
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.nodeaffinity import required_node_affinity_matches
 from shared.plugins.tainttoleration import tolerates_hard_taints
-from shared.tools.cli.manifests import Manifest
+from shared.tools.cli.manifests import WORKLOAD_KINDS, Manifest
 
 # k8s.io/apimachinery/pkg/util/rand: no vowels, no confusable digits.
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-WORKLOAD_KINDS = (
-    "Deployment",
-    "ReplicaSet",
-    "StatefulSet",
-    "ReplicationController",
-    "Job",
-    "DaemonSet",
-)
 # The workloads whose objects ksched keeps live (shared/api/owners.py), and Deployments,
 # validated like them.
 SELECTING_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController")
