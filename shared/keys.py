@@ -16,6 +16,11 @@ theirs through one fenced Lua script (runtime/fencing.py, FencedBatch):
   ksched:queue:pods         hash  pod key -> QueuedPodInfo record
                                   (services/queue/podinfo.py, QueuedPodInfo.to_record)
   ksched:queue:meta         hash  scheduling_cycle, move_request_cycle (ints)
+  ksched:<queue|cache>:state  hash  the state marker (runtime/watermark.py), written with
+                                  the state: incarnation (only when the whole state is
+                                  written), applied (the cluster stream sequence through
+                                  which watch events are applied), writes (flushes made
+                                  in this incarnation)
   ksched:lease:<service>:epoch  str  the newest lease epoch a leader of watcher/queue/
                                   cache wrote with (int, never expires): the fencing
                                   token. Epochs are handed out by leader election in the
@@ -38,6 +43,10 @@ CACHE_PODGROUPS_VERSION = f"{PREFIX}:cache:podgroups:version"
 
 QUEUE_PODS = f"{PREFIX}:queue:pods"
 QUEUE_META = f"{PREFIX}:queue:meta"
+
+
+def state_key(service: str) -> str:
+    return f"{PREFIX}:{service}:state"
 
 
 def lease_epoch_key(service: str) -> str:

@@ -150,6 +150,9 @@ class Assumption(TypedDict, total=False):
     # The node's generation in the snapshot the worker chose it from (optional): the
     # cache skips re-running the filters when it is unchanged and they are node-local.
     generation: NotRequired[int]
+    # The incarnation of the cache's state that generation belongs to
+    # (runtime/watermark.py): a generation of another one says nothing.
+    incarnation: NotRequired[int]
     cycle: int  # the attempt: Permit verdicts and dead letters name it
 
 
@@ -219,3 +222,11 @@ class BindBatch(TypedDict):
     publish, one ack); a pod told to wait travels alone, as a BindRequest."""
 
     requests: list[BindRequest]
+
+
+def requests_in(body: Any) -> list[dict[str, Any]]:
+    """The request maps a bind work-queue message holds (a BindBatch's, or the one
+    BindRequest), unchecked: whatever an undecodable message still shows too."""
+    if isinstance(body, dict) and isinstance(body.get("requests"), list):
+        return [r for r in body["requests"] if isinstance(r, dict)]
+    return [body] if isinstance(body, dict) else []

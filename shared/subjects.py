@@ -67,6 +67,11 @@ BIND_STREAM = "KSCHED_BIND"
 BIND_SUBJECT = "ksched.internal.bind"
 BINDER_CONSUMER = "binder"
 WATCHER_CONSUMER = "watcher"
+# Queue and cache number each incarnation of the state they keep in Redis with the
+# sequence of a message published here (shared/runtime/watermark.py): a durable number
+# that only grows, whatever Redis forgets.
+STATE_STREAM = "KSCHED_STATE"
+INCARNATION_PREFIX = "ksched.internal.incarnation"
 
 QUEUE_EVENTS = "ksched.internal.queue.events"  # watcher -> queue: pod and cluster events
 QUEUE_POP = "ksched.internal.queue.pop"  # worker -> queue: long-poll batch pop
@@ -101,6 +106,10 @@ CACHE_GROUP = "ksched-cache"
 # Leader election: a NATS KV bucket (its stream KV_<bucket>) with one key per
 # leader-elected service, holding its lease record (runtime/leasestore.py)
 LEASE_BUCKET = "KSCHED_LEASES"
+
+
+def incarnation_subject(service: str) -> str:
+    return f"{INCARNATION_PREFIX}.{service}"
 
 
 def micro_name(service: str) -> str:
@@ -196,6 +205,12 @@ STREAMS: tuple[StreamSpec, ...] = (
         [f"{ERRORS_PREFIX}.>"],
         max_age_seconds=24 * 3600,
         description="rejected input, with the reason in the Ksched-Error header",
+    ),
+    StreamSpec(
+        STATE_STREAM,
+        [f"{INCARNATION_PREFIX}.>"],
+        max_msgs_per_subject=1,
+        description="incarnations of the state queue and cache derive into Redis",
     ),
     StreamSpec(
         BIND_STREAM,

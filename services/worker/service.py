@@ -46,6 +46,7 @@ LANES = 2  # batches in flight per worker: one computes while another waits on I
 BATCH = 64
 POP_WAIT_MS = 1000
 MAX_CONFLICT_RETRIES = 3
+CACHE_AWAY = "the scheduler cache did not answer the assume; retried after backoff"
 # A batch should be reported well within the queue's in-flight lease (15 s by default):
 # past it the queue hands the pods out again and the redone work makes things worse.
 BATCH_SECONDS = 3.0
@@ -189,7 +190,7 @@ class Worker:
             attempt = self._attempt(qp, reports)
             if attempt is not None:
                 attempts.append(attempt)
-        committed, failed = await self._schedule_and_commit(attempts)
+        committed, failed, unanswered = await self._schedule_and_commit(attempts)
         await self.committer.hand_to_binders(committed)
         bound = [self._scheduled(a) for a in committed]
         if committed:
@@ -198,6 +199,7 @@ class Worker:
         failures = await asyncio.gather(*(self._record_failure(a, err) for a, err in failed))
         reports.extend(bound)
         reports.extend(failures)
+        reports.extend(self._unanswered(a) for a in unanswered)
         # Victims already gone mean this attempt read a node older than the queue's view:
         # their deletion may have moved pods before this one was parked; move it now.
         gone = any(a.victims_gone for a, _ in failed)
@@ -229,9 +231,11 @@ class Worker:
 
     async def _schedule_and_commit(
         self, attempts: list[Attempt]
-    ) -> tuple[list[Attempt], list[tuple[Attempt, Exception]]]:
+    ) -> tuple[list[Attempt], list[tuple[Attempt, Exception]], list[Attempt]]:
+        """The committed attempts, the failed ones, and those the cache did not answer."""
         committed: list[Attempt] = []
         failed: list[tuple[Attempt, Exception]] = []
+        unanswered: list[Attempt] = []
         for round_ in range(MAX_CONFLICT_RETRIES + 1):
             placed = []
             for a in attempts:
@@ -242,7 +246,8 @@ class Worker:
                     failed.append((a, error))
             if not placed:
                 break
-            refused = await self.committer.assume(placed, committed)
+            refused, away = await self.committer.assume(placed, committed)
+            unanswered += away
             if not refused:
                 break
             await self.snapshot.refresh()
@@ -262,7 +267,7 @@ class Worker:
         # already find the allows (or rejections) this batch's Permit plugins sent.
         await self.permit.send_signals()
         failed.extend(rejected)
-        return committed, failed
+        return committed, failed, unanswered
 
     def _place(self, a: Attempt) -> Exception | None:
         """The scheduling cycle up to Reserve, against the local snapshot."""
@@ -281,6 +286,12 @@ class Worker:
             return SchedulingError(status)
         self.snapshot.assume(a.pod, a.node)  # later pods in the batch see it
         return None
+
+    def _unanswered(self, a: Attempt) -> Report:
+        """No answer from the cache is no verdict on the pod: it goes back to the queue
+        to be tried again after its backoff, with no FailedScheduling written."""
+        self.attempts.labels("error", a.framework.profile).inc()
+        return queued_report(a.qp, "error", CACHE_AWAY)
 
     def _scheduled(self, a: Attempt) -> Report:
         """A pod handed to a binder: counted as scheduled, reported as assumed."""

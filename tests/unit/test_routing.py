@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from services.watcher.routing import route
 from shared.api.events import ClusterEvent, decode_cluster_event
+from shared.routing import route
 from shared.tools.synthetic import make_node, make_pod
 from shared.wire import dump_json
 

@@ -15,6 +15,9 @@
 Naming an update needs the previous version, which `Informer` remembers (the
 informer cache's part). An object it has not seen, say after a restart, counts
 as added: hints then judge it on its own, as on a relist.
+
+The watcher routes every event it consumes; queue and cache route the log's latest
+events the same way when they rebuild their state from it (shared/relist.py).
 """
 
 from __future__ import annotations
@@ -53,6 +56,15 @@ class Informer:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     assigned_pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     pod_groups: set[str] = field(default_factory=set)
+
+
+def stamped(routed: Routed, seq: int) -> Routed:
+    """Every item names the stream sequence of the event it comes from (moves too): a
+    receiver whose rebuilt state holds that event already skips it
+    (runtime/watermark.py, Watermark.holds)."""
+    for item in (*routed[0], *routed[1]):
+        item.setdefault("seq", seq)
+    return routed
 
 
 def move(
