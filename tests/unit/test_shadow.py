@@ -6,8 +6,11 @@ placements into unschedulable pods and back; the report is the same twice."""
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from shared.config import SchedulerConfiguration, parse_config
 from shared.framework.shadow import (
@@ -23,6 +26,8 @@ from shared.framework.shadow import (
 )
 from shared.framework.shadow_report import report
 from shared.plugins import REGISTRY
+from shared.tools.cli.live import CliError
+from shared.tools.cli.shadow import parse_since
 from shared.tools.synthetic import make_node, make_pod
 from tests.shadow_scores import GI, Cluster, fit_score, fit_weight_config, prefer_zone
 
@@ -278,3 +283,23 @@ def test_diverge_follows_the_candidates_own_placements() -> None:
     assert all(n[r]["fraction"] <= 1 for n in nodes.values() for r in ("cpu", "memory"))
     # the per-decision model, on the same log, differs from it
     assert report(replay(MOST_ALLOCATED, log.events))["differing"] != out["differing"]
+
+
+def test_since_reads_a_sequence_or_a_time() -> None:
+    assert parse_since("42") == (42, None)
+    assert parse_since("2026-11-24T09:00:00Z") == (0, dt.datetime(2026, 11, 24, 9, tzinfo=dt.UTC))
+    assert parse_since("2026-11-24T09:00:00") == (0, dt.datetime(2026, 11, 24, 9, tzinfo=dt.UTC))
+    with pytest.raises(CliError):
+        parse_since("yesterday")
+
+
+def test_a_time_since_compares_the_decisions_recorded_from_then() -> None:
+    log, _ = scheduled_log()
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    timed = [
+        LogEvent(e.seq, e.kind, e.key, e.type, e.obj, start + dt.timedelta(seconds=e.seq))
+        for e in log.events
+    ]
+    since = start + dt.timedelta(seconds=timed[-4].seq)
+    shadow = replay(MOST_ALLOCATED, timed, since_time=since)
+    assert [d.seq for d in shadow.decisions] == [e.seq for e in timed[-3:] if e.type == MODIFIED]
