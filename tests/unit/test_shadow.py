@@ -25,6 +25,7 @@ from shared.framework.shadow import (
     backfilled,
 )
 from shared.framework.shadow_report import report
+from shared.framework.snapshot import ClusterSnapshot
 from shared.plugins import REGISTRY
 from shared.tools.cli.live import CliError
 from shared.tools.cli.shadow import parse_since
@@ -303,3 +304,35 @@ def test_a_time_since_compares_the_decisions_recorded_from_then() -> None:
     since = start + dt.timedelta(seconds=timed[-4].seq)
     shadow = replay(MOST_ALLOCATED, timed, since_time=since)
     assert [d.seq for d in shadow.decisions] == [e.seq for e in timed[-3:] if e.type == MODIFIED]
+
+
+class Rebuilding(Shadow):
+    """The replay with a snapshot built afresh for every decision."""
+
+    def snapshot(self) -> ClusterSnapshot:
+        self._snap = None
+        return super().snapshot()
+
+
+def test_the_kept_snapshot_decides_as_a_fresh_one() -> None:
+    """Nodes changed, added and removed, pods deleted, in the middle of the log: the
+    snapshot refreshed in place gives the decisions a rebuilt one gives."""
+    log, _ = scheduled_log()
+    events = list(log.events)
+    pods_from = len(NODES)
+    shrunk = make_node("n2", cpu="5", memory="20Gi", zone="zone-a")
+    changes = [
+        LogEvent(0, "node", "n2", MODIFIED, shrunk),
+        LogEvent(0, "node", "n5", ADDED, make_node("n5", cpu="6", memory="24Gi", zone="zone-c")),
+        LogEvent(0, "pod", "default/web-0", DELETED, events[pods_from + 1].obj),
+        LogEvent(0, "node", "n3", DELETED, events[2].obj),
+    ]
+    mixed = events[: pods_from + 8] + changes + events[pods_from + 8 :]
+    mixed = [LogEvent(i + 1, e.kind, e.key, e.type, e.obj) for i, e in enumerate(mixed)]
+    for config in (config_of(), MOST_ALLOCATED):
+        kept, fresh = Shadow(config, REGISTRY), Rebuilding(config, REGISTRY)
+        for ev in mixed:
+            kept.feed(ev)
+            fresh.feed(ev)
+        assert [d.to_dict() for d in kept.decisions] == [d.to_dict() for d in fresh.decisions]
+        assert report(kept) == report(fresh)
