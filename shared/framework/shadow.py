@@ -188,6 +188,12 @@ class Shadow:
         # real ones in the replay, which then follows the candidate's history
         self.diverge = diverge
         self.diverged: dict[str, str | None] = {}
+        # The snapshot is kept from one decision to the next, as the worker keeps its
+        # own: nodes whose pods or object changed are refreshed in place (columns
+        # included); a change to the set of nodes rebuilds it.
+        self._snap: ClusterSnapshot | None = None
+        self._dirty: set[str] = set()
+        self._images_dirty = False
         self.objects = ClusterObjects()
         self.decisions: list[Decision] = []
 
@@ -221,6 +227,7 @@ class Shadow:
         info = self.nodes.get(node) if node else None
         if info is not None:
             info.remove_pod(key)
+            self._dirty.add(info.name)
 
     def _apply_pod(self, ev: LogEvent) -> None:
         if ev.type == DELETED:
@@ -231,18 +238,32 @@ class Shadow:
         node = self.diverged[ev.key] if ev.key in self.diverged else node_of(ev.obj)
         if node:
             pod = ev.obj if node == node_of(ev.obj) else _bound(ev.obj, node)
-            self.nodes.setdefault(node, NodeInfo(node)).add_pod(PodInfo.lazy(pod))
+            self._node_info(node).add_pod(PodInfo.lazy(pod))
             self.placed[ev.key] = node
+            self._dirty.add(node)
+
+    def _node_info(self, name: str) -> NodeInfo:
+        info = self.nodes.get(name)
+        if info is None:
+            info = self.nodes[name] = NodeInfo(name)
+            self._snap = None
+        return info
 
     def _apply_node(self, ev: LogEvent) -> None:
+        info = self.nodes.get(ev.key)
         if ev.type == DELETED:
-            info = self.nodes.get(ev.key)
+            self._snap = None
             if info is not None and info.pods:
                 info.set_node(None)  # its pods stay until they go (kube's cache does too)
             else:
                 self.nodes.pop(ev.key, None)
             return
-        self.nodes.setdefault(ev.key, NodeInfo(ev.key)).set_node(ev.obj)
+        if info is None or info.raw_node is None:
+            self._snap = None  # a node that was not one is
+        info = self._node_info(ev.key)
+        info.set_node(ev.obj)
+        self._dirty.add(ev.key)
+        self._images_dirty = True
 
     def _apply_owner(self, ev: LogEvent) -> None:
         kind = OWNER_KINDS[ev.kind]
@@ -254,8 +275,17 @@ class Shadow:
             self.objects.add({**ev.obj, "kind": kind})
 
     def snapshot(self) -> ClusterSnapshot:
-        snap = ClusterSnapshot(sorted(self.nodes.values(), key=lambda n: n.name), self.objects)
-        snap.fill_image_states()
+        """The replay's cluster now (nodes in name order)."""
+        snap = self._snap
+        if snap is None:
+            snap = ClusterSnapshot(sorted(self.nodes.values(), key=lambda n: n.name), self.objects)
+            snap.fill_image_states()
+        else:
+            for name in sorted(self._dirty):
+                snap.node_changed(name)
+            if self._images_dirty:
+                snap.fill_image_states()
+        self._snap, self._dirty, self._images_dirty = snap, set(), False
         return snap
 
     # --- the comparison -------------------------------------------------------------

@@ -6,8 +6,11 @@ placements into unschedulable pods and back; the report is the same twice."""
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from shared.config import SchedulerConfiguration, parse_config
 from shared.framework.shadow import (
@@ -22,7 +25,10 @@ from shared.framework.shadow import (
     backfilled,
 )
 from shared.framework.shadow_report import report
+from shared.framework.snapshot import ClusterSnapshot
 from shared.plugins import REGISTRY
+from shared.tools.cli.live import CliError
+from shared.tools.cli.shadow import parse_since
 from shared.tools.synthetic import make_node, make_pod
 from tests.shadow_scores import GI, Cluster, fit_score, fit_weight_config, prefer_zone
 
@@ -278,3 +284,55 @@ def test_diverge_follows_the_candidates_own_placements() -> None:
     assert all(n[r]["fraction"] <= 1 for n in nodes.values() for r in ("cpu", "memory"))
     # the per-decision model, on the same log, differs from it
     assert report(replay(MOST_ALLOCATED, log.events))["differing"] != out["differing"]
+
+
+def test_since_reads_a_sequence_or_a_time() -> None:
+    assert parse_since("42") == (42, None)
+    assert parse_since("2026-11-24T09:00:00Z") == (0, dt.datetime(2026, 11, 24, 9, tzinfo=dt.UTC))
+    assert parse_since("2026-11-24T09:00:00") == (0, dt.datetime(2026, 11, 24, 9, tzinfo=dt.UTC))
+    with pytest.raises(CliError):
+        parse_since("yesterday")
+
+
+def test_a_time_since_compares_the_decisions_recorded_from_then() -> None:
+    log, _ = scheduled_log()
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    timed = [
+        LogEvent(e.seq, e.kind, e.key, e.type, e.obj, start + dt.timedelta(seconds=e.seq))
+        for e in log.events
+    ]
+    since = start + dt.timedelta(seconds=timed[-4].seq)
+    shadow = replay(MOST_ALLOCATED, timed, since_time=since)
+    assert [d.seq for d in shadow.decisions] == [e.seq for e in timed[-3:] if e.type == MODIFIED]
+
+
+class Rebuilding(Shadow):
+    """The replay with a snapshot built afresh for every decision."""
+
+    def snapshot(self) -> ClusterSnapshot:
+        self._snap = None
+        return super().snapshot()
+
+
+def test_the_kept_snapshot_decides_as_a_fresh_one() -> None:
+    """Nodes changed, added and removed, pods deleted, in the middle of the log: the
+    snapshot refreshed in place gives the decisions a rebuilt one gives."""
+    log, _ = scheduled_log()
+    events = list(log.events)
+    pods_from = len(NODES)
+    shrunk = make_node("n2", cpu="5", memory="20Gi", zone="zone-a")
+    changes = [
+        LogEvent(0, "node", "n2", MODIFIED, shrunk),
+        LogEvent(0, "node", "n5", ADDED, make_node("n5", cpu="6", memory="24Gi", zone="zone-c")),
+        LogEvent(0, "pod", "default/web-0", DELETED, events[pods_from + 1].obj),
+        LogEvent(0, "node", "n3", DELETED, events[2].obj),
+    ]
+    mixed = events[: pods_from + 8] + changes + events[pods_from + 8 :]
+    mixed = [LogEvent(i + 1, e.kind, e.key, e.type, e.obj) for i, e in enumerate(mixed)]
+    for config in (config_of(), MOST_ALLOCATED):
+        kept, fresh = Shadow(config, REGISTRY), Rebuilding(config, REGISTRY)
+        for ev in mixed:
+            kept.feed(ev)
+            fresh.feed(ev)
+        assert [d.to_dict() for d in kept.decisions] == [d.to_dict() for d in fresh.decisions]
+        assert report(kept) == report(fresh)

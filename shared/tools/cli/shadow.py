@@ -135,7 +135,8 @@ async def _stored(queue: asyncio.Queue[Msg], stored: int) -> list[LogEvent]:
 async def _follow(queue: asyncio.Queue[Msg], shadow: Shadow, json_lines: bool) -> None:
     while True:
         ev = event_of(await queue.get())
-        decision = shadow.feed(ev) if ev is not None else None
+        # a decision costs a cycle over every node: off the event loop
+        decision = await asyncio.to_thread(shadow.feed, ev) if ev is not None else None
         if decision is not None and decision.differs:
             line = json.dumps(decision.to_dict()) if json_lines else decision_line(decision)
             emit(line)
