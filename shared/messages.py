@@ -47,6 +47,7 @@ CacheOp = Literal[
     "podgroup_upsert",
     "podgroup_delete",
     "group_member",
+    "pod_nominate",
 ]
 
 
@@ -57,7 +58,8 @@ class CacheEvent(TypedDict, total=False):
     uid: str
     seq: int
     node_name: str  # the pod's spec.nodeName, for pod_upsert
-    pod: dict[str, Any]  # raw pod, for pod_upsert
+    pod: dict[str, Any]  # raw pod, for pod_upsert and pod_nominate
+    nominated_node: str  # a pending pod's status.nominatedNodeName ("" cleared), pod_nominate
     podgroup: dict[str, Any]  # raw PodGroup, for podgroup_upsert (name: "ns/name")
     group: str  # for group_member: the pod `name` is (present) or is not in this group
     present: bool
@@ -148,6 +150,7 @@ class AssumeReply(TypedDict, total=False):
     plugin: str
     reasons: list[str]
     generation: int  # when ok: the node's generation with the pod committed on it
+    nominated: bool  # when refused: pods nominated to the node counted (docs/preemption.md)
 
 
 # {"assume": [Assumption, ...]} -> {"results": [AssumeReply, ...]}

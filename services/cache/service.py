@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.cache.cache import ASSUMED, ASSUMED_POD_TTL, Cache, PodState
+from services.cache.nominations import Nomination
 from shared import keys
 from shared.framework.interface import ClusterObjects
 from shared.framework.profile_map import ProfileMap
@@ -139,6 +140,9 @@ class CacheService:
             self.cache.add_pod(ev["name"], ev.get("uid", ""), ev["node_name"], pod, ev["seq"])
         elif op == "pod_delete":
             return self.cache.remove_pod(ev["name"])
+        elif op == "pod_nominate":
+            pod = PodInfo.of(ev["pod"], ev["seq"])
+            self.cache.nominate_pod(ev["name"], ev["nominated_node"], pod)
         elif op == "podgroup_upsert":
             self.pod_groups.upsert_group(ev["name"], ev["podgroup"])
         elif op == "podgroup_delete":
@@ -172,7 +176,15 @@ class CacheService:
         status = result.status
         assert status is not None
         self.conflicts.labels(status.plugin).inc()
-        return {"key": a["key"], "ok": False, "plugin": status.plugin, "reasons": status.reasons}
+        reply: AssumeReply = {
+            "key": a["key"],
+            "ok": False,
+            "plugin": status.plugin,
+            "reasons": status.reasons,
+        }
+        if result.nominated:
+            reply["nominated"] = True
+        return reply
 
     async def on_binding(self, body: dict[str, Any]) -> dict[str, int]:
         for key, uid in body.get("finish", []):
@@ -214,6 +226,7 @@ class CacheService:
         raw_nodes = await redis.hgetall(keys.CACHE_NODES)
         raw_pods = await redis.hgetall(keys.CACHE_PODS)
         raw_groups = await redis.hgetall(keys.CACHE_PODGROUPS)
+        raw_nominations = await redis.hgetall(keys.CACHE_NOMINATIONS)
         generation = int(await redis.get(keys.CACHE_GENERATION) or 0)
         self.cache = Cache(time.time, ttl=self.ttl, objects=self.objects)
         self._written_nodes = {}
@@ -221,6 +234,7 @@ class CacheService:
             [unpack(v) for v in raw_nodes.values()],
             [PodState.from_record(unpack(v)) for v in raw_pods.values()],
             generation,
+            {_text(k): Nomination.from_record(unpack(v)) for k, v in raw_nominations.items()},
         )
         pod_groups = PodGroups()
         for name, value in raw_groups.items():
@@ -237,10 +251,12 @@ class CacheService:
     async def _write(self) -> None:
         nodes, pods = self.cache.take_dirty()
         groups = self.pod_groups.take_dirty()
-        if not nodes and not pods and not groups:
+        nominations = self.cache.nominations.take_dirty()
+        if not nodes and not pods and not groups and not nominations:
             return
         w = self._collect_nodes(nodes)
         self._collect_pods(w, pods)
+        self._collect_nominations(w, nominations)
         pipe = self.rt.fenced_writes()  # refused once a newer leader exists
         self._write_groups(pipe, groups)
         w.queue(pipe)
@@ -253,6 +269,7 @@ class CacheService:
             self.cache.dirty_nodes |= nodes
             self.cache.dirty_pods |= pods
             self.pod_groups.dirty |= groups
+            self.cache.nominations.dirty |= nominations
             raise
 
     def _collect_nodes(self, names: set[str]) -> _Write:
@@ -278,6 +295,14 @@ class CacheService:
                 w.pods_gone.append(key)
             else:
                 w.pod_records[key] = pack(state.to_record())
+
+    def _collect_nominations(self, w: _Write, keys_: set[str]) -> None:
+        for key in keys_:
+            nomination = self.cache.nominations.by_key.get(key)
+            if nomination is None:
+                w.nominations_gone.append(key)
+            else:
+                w.nomination_records[key] = pack(nomination.to_record())
 
     def _write_groups(self, pipe: Any, groups: set[str]) -> None:
         for key in groups:
@@ -307,6 +332,8 @@ class _Write:
     generations: dict[str, int] = field(default_factory=dict)
     pods_gone: list[str] = field(default_factory=list)
     pod_records: dict[str, bytes] = field(default_factory=dict)
+    nominations_gone: list[str] = field(default_factory=list)
+    nomination_records: dict[str, bytes] = field(default_factory=dict)
 
     def queue(self, pipe: Any) -> None:
         if self.nodes_gone:
@@ -322,6 +349,10 @@ class _Write:
             pipe.hdel(keys.CACHE_PODS, *self.pods_gone)
         if self.pod_records:
             pipe.hset(keys.CACHE_PODS, mapping=self.pod_records)
+        if self.nominations_gone:
+            pipe.hdel(keys.CACHE_NOMINATIONS, *self.nominations_gone)
+        if self.nomination_records:
+            pipe.hset(keys.CACHE_NOMINATIONS, mapping=self.nomination_records)
 
 
 def _permit_state(key: str, cycle: int, cache: Cache) -> PermitState:

@@ -24,6 +24,9 @@ class Attempt:
     preemption: PostFilterResult | None = None  # what PostFilter decided, on a FitError
     waits: dict[str, float] = field(default_factory=dict)  # Permit said Wait: plugin -> timeout
     victims_gone: bool = False  # preemption found victims already deleted
+    # The cache refused it where pods nominated to the node counted: this worker's view
+    # of the nominations is behind (services/cache/nominations.py).
+    reserved_room: bool = False
 
     @property
     def framework(self) -> Framework:

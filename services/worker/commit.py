@@ -44,6 +44,7 @@ class Committer:
                 committed.append(a)
             else:
                 self.conflicts.labels(result.get("plugin", "")).inc()
+                a.reserved_room = bool(result.get("nominated"))
                 self.snapshot.forget(a.pod, a.node)
                 a.framework.run_reserve_plugins_unreserve(a.state, a.pod, a.node)
                 # kube assumes before Reserve, so a failed assume runs no Unreserve there;

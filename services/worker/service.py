@@ -138,9 +138,9 @@ class Worker:
         except Exception as err:  # Redis busy or away: the next batch refreshes anyway
             log.warning("idle refresh failed: %s", err)
 
-    async def _sync_nominated(self, version: int) -> None:
-        """Fetch the queue's nominated pods when they changed: Filter counts them on
-        their nodes (RunFilterPluginsWithNominatedPods)."""
+    async def _sync_nominated(self, version: int | None) -> None:
+        """Fetch the queue's nominated pods when they changed (None: whatever the
+        version): Filter counts them on their nodes (RunFilterPluginsWithNominatedPods)."""
         if version == self.nominated_version:
             return
         try:
@@ -241,6 +241,8 @@ class Worker:
                 break
             await self.snapshot.refresh()
             await self.snapshot.reload(self.rt.redis, {a.node for a in refused})
+            if any(a.reserved_room for a in refused):  # a nomination this worker missed
+                await self._sync_nominated(None)
             attempts = refused
             if round_ == MAX_CONFLICT_RETRIES:
                 failed.extend(

@@ -116,3 +116,12 @@ def test_report_ratio_and_failures() -> None:
     assert problems(r) == []
     assert problems(_result(unschedulable=3, bound=97)) == ["3 measured pods not bound"]
     assert "1 double bindings" in problems(_result(double_bindings=1))[0]
+
+
+def test_preemption_workloads_report_victims_per_bound_preemptor() -> None:
+    preempting = _result(workload="PreemptionAsync", bound=50, victims=150)
+    assert preempting.victims_per_bound == 3.0
+    assert preempting.as_json()["victims_per_bound"] == 3.0
+    assert table([preempting]).splitlines()[-1].endswith("3.00")
+    assert _result().victims_per_bound is None  # no preemption in the workload
+    assert table([_result()]).splitlines()[-1].endswith("-")

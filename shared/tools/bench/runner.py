@@ -73,6 +73,10 @@ class BenchResult:
     double_bindings: int
     timeline: list[tuple[float, int]] = field(default_factory=list)  # (s, bound so far)
     paced: dict[str, float] = field(default_factory=dict)  # the paced latency phase
+    # Pods deleted as preemption victims, for the workloads whose measured pods preempt
+    # (None for the others): per bound preemptor, more than the minimum means a worker
+    # gave a nominated pod's room away and the preemptor preempted again.
+    victims: int | None = None
 
     @property
     def average(self) -> float:
@@ -86,6 +90,13 @@ class BenchResult:
     @property
     def ratio(self) -> float:
         return self.average / self.threshold if self.threshold else 0.0
+
+    @property
+    def victims_per_bound(self) -> float | None:
+        """Victims per bound preemptor (issue 22 item 5: with N workers as with one)."""
+        if self.victims is None:
+            return None
+        return self.victims / self.bound if self.bound else 0.0
 
     @property
     def conflict_rate(self) -> float:
@@ -102,6 +113,7 @@ class BenchResult:
             "ratio": self.ratio,
             "run_rate": self.run_rate,
             "conflict_rate": self.conflict_rate,
+            "victims_per_bound": self.victims_per_bound,
             "cpu_s_per_1000_pods": self.cpu_per_1000_pods,
         }
 
@@ -386,4 +398,12 @@ def _result(
         double_bindings=sum(1 for v in driver.tracker.pods.values() if v.bind_count > 1),
         timeline=timeline,
         paced=paced,
+        victims=_victims(driver) if workload.measured_bind_late else None,
     )
+
+
+def _victims(driver: Driver) -> int:
+    """The workload's pods that are gone: the driver deletes none of them, so ksched's
+    preemption did (the churn's own pods are not the workload's)."""
+    pods = driver.tracker.pods
+    return sum(1 for k in driver.pods if k in pods and pods[k].deleted)
