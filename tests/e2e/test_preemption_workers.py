@@ -8,9 +8,9 @@ otherwise the preemptor finds its room gone and preempts again. So the victims p
 bound preemptor are 1 with four workers, as with one.
 
 Whether a worker misses a nomination without the cache's check depends on timing, so
-the scenario is sized to give it many chances (64 preemptions): without the check,
-4-worker runs of this size took extra victims in nearly every run (e.g. 87 victims for
-64 preemptors; at 48 preemptions, 3 runs of 4).
+the scenario is sized to give it many chances (96 preemptions): without the check,
+every 4-worker run of this size took extra victims (105, 106 and 99 victims for 96
+preemptors; at 64 preemptions 2 runs of 3, at 48 3 runs of 4).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from tests.conftest import make_test_stack
 
 pytestmark = pytest.mark.e2e
 
-NODES = 16
+NODES = 24
 PODS_PER_NODE = 4  # 1 cpu each on 4-cpu nodes: full
-PREEMPTORS = 64
+PREEMPTORS = 96
 WAVE = 8
 MAX_FILLERS = 2000
 FILLER_GAP = 0.005  # seconds between fillers
