@@ -82,6 +82,9 @@ class QueuedPod(TypedDict):
     # The nominator's node for the pod; it may be ahead of the pod's own
     # status.nominatedNodeName (preemption reported it before the watcher saw the write).
     nominated_node: NotRequired[str]
+    # The victims (pod keys) of the preemption that nominated it: any worker treats those
+    # its snapshot still shows on nominated_node as terminating (docs/preemption.md).
+    victims: NotRequired[list[str]]
 
 
 # {"pods": [QueuedPod, ...], "nominated_version": int}: a worker whose copy of the
@@ -98,6 +101,9 @@ class NominatedPod(TypedDict):
     priority: int
     seq: int
     pod: dict[str, Any]
+    # The victims (pod keys) of its preemption on `node`, for kube's "terminating pod on
+    # the nominated node" check in every worker.
+    victims: NotRequired[list[str]]
 
 
 # --- worker, binder -> queue (QUEUE_REPORT) ------------------------------------
@@ -113,6 +119,7 @@ class Report(TypedDict, total=False):
     plugins: list[str]
     seq: int  # the pod's sequence after ksched's own status write
     nominated_node: str  # preemption nominated this node ("" clears the nomination)
+    victims: list[str]  # with nominated_node: the pod keys preemption deleted there
 
 
 # {"reports": [Report, ...], "move": "<event>" | None}

@@ -27,6 +27,9 @@ class Attempt:
     # The cache refused it where pods nominated to the node counted: this worker's view
     # of the nominations is behind (services/cache/nominations.py).
     reserved_room: bool = False
+    # ... on its own nominated node: other nominations of equal or higher priority there
+    # hold room whose victims are still going; it waits for them, preempting no more.
+    waits_for_room: bool = False
 
     @property
     def framework(self) -> Framework:

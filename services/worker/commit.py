@@ -45,6 +45,8 @@ class Committer:
             else:
                 self.conflicts.labels(result.get("plugin", "")).inc()
                 a.reserved_room = bool(result.get("nominated"))
+                nominated = a.pod.pod.status.nominated_node_name
+                a.waits_for_room = a.waits_for_room or (a.reserved_room and a.node == nominated)
                 self.snapshot.forget(a.pod, a.node)
                 a.framework.run_reserve_plugins_unreserve(a.state, a.pod, a.node)
                 # kube assumes before Reserve, so a failed assume runs no Unreserve there;

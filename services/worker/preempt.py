@@ -38,6 +38,7 @@ from shared.api.podstatus import (
 from shared.framework.diagnosis import FitError
 from shared.framework.handle import HandleProviders
 from shared.framework.types import PodInfo
+from shared.plugins.defaultpreemption import NOT_ELIGIBLE_TERMINATING
 from shared.runtime.informer import Informer
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.snapshot import Snapshot
@@ -170,6 +171,11 @@ class PreemptionPhase:
         """PostFilter for a pod that fits nowhere; only on this path, so the hot path
         pays nothing. A nomination counts locally at once, so that the rest of the batch
         (and the other lane) leave the room to the preemptor."""
+        if a.waits_for_room:
+            # kube's "terminating pod on the nominated node": the cache counted other
+            # pods nominated there whose victims this worker may not see going yet.
+            err.diagnosis.post_filter_msg = NOT_ELIGIBLE_TERMINATING
+            return
         if a.framework.post_filters and err.num_all_nodes:
             self.attempts.inc()
         a.preemption = a.scheduler.run_post_filter(a.state, a.pod, err)
