@@ -171,9 +171,10 @@ class PreemptionPhase:
         """PostFilter for a pod that fits nowhere; only on this path, so the hot path
         pays nothing. A nomination counts locally at once, so that the rest of the batch
         (and the other lane) leave the room to the preemptor."""
-        if a.waits_for_room:
-            # kube's "terminating pod on the nominated node": the cache counted other
-            # pods nominated there whose victims this worker may not see going yet.
+        if a.waits_for_room or self._room_shared_with_nominations(a):
+            # kube's "terminating pod on the nominated node": other pods nominated there
+            # count against it while their victims (which this worker may not know of
+            # yet) are still going; it waits for them instead of preempting again.
             err.diagnosis.post_filter_msg = NOT_ELIGIBLE_TERMINATING
             return
         if a.framework.post_filters and err.num_all_nodes:
@@ -181,6 +182,15 @@ class PreemptionPhase:
         a.preemption = a.scheduler.run_post_filter(a.state, a.pod, err)
         if a.preemption is not None:
             self.nominate_locally(a.pod, a.preemption.nominated_node_name)
+
+    def _room_shared_with_nominations(self, a: Attempt) -> bool:
+        """Whether the pod fits its nominated node but for the other pods nominated there
+        (of equal or higher priority): its own room is there, shared with theirs."""
+        node = a.pod.pod.status.nominated_node_name
+        if not node or not a.framework.nominated_pods_for(a.pod, node):
+            return False
+        info = self.snapshot.cluster().get(node)
+        return info is not None and a.framework.run_filter_plugins(a.state, a.pod, info).ok
 
     def nominate_locally(self, pod: PodInfo, node: str) -> None:
         uid = pod.pod.metadata.uid
