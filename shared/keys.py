@@ -13,6 +13,8 @@ theirs through one fenced Lua script (runtime/fencing.py, FencedBatch):
   ksched:cache:podgroups    hash  group "ns/name" -> PodGroup record (shared/podgroups.py)
                                   with its member pod keys
   ksched:cache:podgroups:version  str  bumped on every change of podgroups (int)
+  ksched:cache:nominations  hash  pod key -> Nomination record of a pending pod
+                                  (services/cache/nominations.py, Nomination.to_record)
   ksched:queue:pods         hash  pod key -> QueuedPodInfo record
                                   (services/queue/podinfo.py, QueuedPodInfo.to_record)
   ksched:queue:meta         hash  scheduling_cycle, move_request_cycle (ints)
@@ -40,6 +42,7 @@ CACHE_GENERATIONS = f"{PREFIX}:cache:generations"
 CACHE_GENERATION = f"{PREFIX}:cache:generation"
 CACHE_PODGROUPS = f"{PREFIX}:cache:podgroups"
 CACHE_PODGROUPS_VERSION = f"{PREFIX}:cache:podgroups:version"
+CACHE_NOMINATIONS = f"{PREFIX}:cache:nominations"
 
 QUEUE_PODS = f"{PREFIX}:queue:pods"
 QUEUE_META = f"{PREFIX}:queue:meta"

@@ -47,6 +47,7 @@ CacheOp = Literal[
     "podgroup_upsert",
     "podgroup_delete",
     "group_member",
+    "pod_nominate",
 ]
 
 
@@ -57,7 +58,8 @@ class CacheEvent(TypedDict, total=False):
     uid: str
     seq: int
     node_name: str  # the pod's spec.nodeName, for pod_upsert
-    pod: dict[str, Any]  # raw pod, for pod_upsert
+    pod: dict[str, Any]  # raw pod, for pod_upsert and pod_nominate
+    nominated_node: str  # a pending pod's status.nominatedNodeName ("" cleared), pod_nominate
     podgroup: dict[str, Any]  # raw PodGroup, for podgroup_upsert (name: "ns/name")
     group: str  # for group_member: the pod `name` is (present) or is not in this group
     present: bool
@@ -80,6 +82,9 @@ class QueuedPod(TypedDict):
     # The nominator's node for the pod; it may be ahead of the pod's own
     # status.nominatedNodeName (preemption reported it before the watcher saw the write).
     nominated_node: NotRequired[str]
+    # The victims (pod keys) of the preemption that nominated it: any worker treats those
+    # its snapshot still shows on nominated_node as terminating (docs/preemption.md).
+    victims: NotRequired[list[str]]
 
 
 # {"pods": [QueuedPod, ...], "nominated_version": int}: a worker whose copy of the
@@ -96,6 +101,9 @@ class NominatedPod(TypedDict):
     priority: int
     seq: int
     pod: dict[str, Any]
+    # The victims (pod keys) of its preemption on `node`, for kube's "terminating pod on
+    # the nominated node" check in every worker.
+    victims: NotRequired[list[str]]
 
 
 # --- operator -> worker (WHATIF), JSON so that `nats req` can ask ---------------
@@ -122,6 +130,7 @@ class Report(TypedDict, total=False):
     plugins: list[str]
     seq: int  # the pod's sequence after ksched's own status write
     nominated_node: str  # preemption nominated this node ("" clears the nomination)
+    victims: list[str]  # with nominated_node: the pod keys preemption deleted there
 
 
 # {"reports": [Report, ...], "move": "<event>" | None}
@@ -162,6 +171,7 @@ class AssumeReply(TypedDict, total=False):
     plugin: str
     reasons: list[str]
     generation: int  # when ok: the node's generation with the pod committed on it
+    nominated: bool  # when refused: pods nominated to the node counted (docs/preemption.md)
 
 
 # {"assume": [Assumption, ...]} -> {"results": [AssumeReply, ...]}

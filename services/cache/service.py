@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.cache.cache import ASSUMED, ASSUMED_POD_TTL, Cache, PodState
+from services.cache.nominations import Nomination
 from services.cache.rebuild import assume_in_flight, unknown_to
 from shared import keys
 from shared.framework.interface import ClusterObjects
@@ -66,6 +67,7 @@ STATE_KEYS = (
     keys.CACHE_GENERATION,
     keys.CACHE_PODGROUPS,
     keys.CACHE_PODGROUPS_VERSION,
+    keys.CACHE_NOMINATIONS,
 )
 
 
@@ -172,6 +174,9 @@ class CacheService:
             self.cache.add_pod(ev["name"], ev.get("uid", ""), ev["node_name"], pod, ev["seq"])
         elif op == "pod_delete":
             return self.cache.remove_pod(ev["name"])
+        elif op == "pod_nominate":
+            pod = PodInfo.of(ev["pod"], ev["seq"])
+            self.cache.nominate_pod(ev["name"], ev["nominated_node"], pod)
         elif op == "podgroup_upsert":
             self.pod_groups.upsert_group(ev["name"], ev["podgroup"])
         elif op == "podgroup_delete":
@@ -207,7 +212,15 @@ class CacheService:
         status = result.status
         assert status is not None
         self.conflicts.labels(status.plugin).inc()
-        return {"key": a["key"], "ok": False, "plugin": status.plugin, "reasons": status.reasons}
+        reply: AssumeReply = {
+            "key": a["key"],
+            "ok": False,
+            "plugin": status.plugin,
+            "reasons": status.reasons,
+        }
+        if result.nominated:
+            reply["nominated"] = True
+        return reply
 
     async def on_binding(self, body: dict[str, Any]) -> dict[str, int]:
         for key, uid in body.get("finish", []):
@@ -266,12 +279,14 @@ class CacheService:
         raw_nodes = await redis.hgetall(keys.CACHE_NODES)
         raw_pods = await redis.hgetall(keys.CACHE_PODS)
         raw_groups = await redis.hgetall(keys.CACHE_PODGROUPS)
+        raw_nominations = await redis.hgetall(keys.CACHE_NOMINATIONS)
         generation = int(await redis.get(keys.CACHE_GENERATION) or 0)
         self._reset()
         self.cache.restore(
             [unpack(v) for v in raw_nodes.values()],
             [PodState.from_record(unpack(v)) for v in raw_pods.values()],
             generation,
+            {_text(k): Nomination.from_record(unpack(v)) for k, v in raw_nominations.items()},
         )
         pod_groups = PodGroups()
         for name, value in raw_groups.items():
@@ -322,9 +337,10 @@ class CacheService:
     def _changes(self, pipe: FencedBatch) -> Callable[[], None] | None:
         nodes, pods = self.cache.take_dirty()
         groups = self.pod_groups.take_dirty()
-        if not nodes and not pods and not groups:
+        nominations = self.cache.nominations.take_dirty()
+        if not nodes and not pods and not groups and not nominations:
             return None
-        written = self._queue_state(pipe, nodes, pods, groups)
+        written = self._queue_state(pipe, nodes, pods, groups, nominations)
 
         def undo() -> None:  # not written after all
             for name in written.raw_nodes:
@@ -332,24 +348,33 @@ class CacheService:
             self.cache.dirty_nodes |= nodes
             self.cache.dirty_pods |= pods
             self.pod_groups.dirty |= groups
+            self.cache.nominations.dirty |= nominations
 
         return undo
 
     def _everything(self, pipe: FencedBatch) -> None:
         self.cache.take_dirty()
         self.pod_groups.take_dirty()
+        self.cache.nominations.take_dirty()
         self._written_nodes = {}
         groups = set(self.pod_groups.specs) | set(self.pod_groups.members)
-        self._queue_state(pipe, set(self.cache.nodes), set(self.cache.pods), groups)
+        nominations = set(self.cache.nominations.by_key)
+        self._queue_state(pipe, set(self.cache.nodes), set(self.cache.pods), groups, nominations)
         # set, not bumped: a worker's copy of the groups is of an older incarnation
         pipe.set(keys.CACHE_PODGROUPS_VERSION, incarnation_base(self.mark.incarnation))
 
     def _queue_state(
-        self, pipe: FencedBatch, nodes: set[str], pods: set[str], groups: set[str]
+        self,
+        pipe: FencedBatch,
+        nodes: set[str],
+        pods: set[str],
+        groups: set[str],
+        nominations: set[str],
     ) -> _Write:
-        """The writes of these nodes, pods and groups into `pipe`."""
+        """The writes of these nodes, pods, groups and nominations into `pipe`."""
         w = self._collect_nodes(nodes)
         self._collect_pods(w, pods)
+        self._collect_nominations(w, nominations)
         self._write_groups(pipe, groups)
         w.queue(pipe)
         pipe.set(keys.CACHE_GENERATION, self.cache.generation)
@@ -379,6 +404,14 @@ class CacheService:
             else:
                 w.pod_records[key] = pack(state.to_record())
 
+    def _collect_nominations(self, w: _Write, keys_: set[str]) -> None:
+        for key in keys_:
+            nomination = self.cache.nominations.by_key.get(key)
+            if nomination is None:
+                w.nominations_gone.append(key)
+            else:
+                w.nomination_records[key] = pack(nomination.to_record())
+
     def _write_groups(self, pipe: Any, groups: set[str]) -> None:
         for key in groups:
             record = self.pod_groups.record(key)
@@ -407,6 +440,8 @@ class _Write:
     generations: dict[str, int] = field(default_factory=dict)
     pods_gone: list[str] = field(default_factory=list)
     pod_records: dict[str, bytes] = field(default_factory=dict)
+    nominations_gone: list[str] = field(default_factory=list)
+    nomination_records: dict[str, bytes] = field(default_factory=dict)
 
     def queue(self, pipe: Any) -> None:
         if self.nodes_gone:
@@ -422,6 +457,10 @@ class _Write:
             pipe.hdel(keys.CACHE_PODS, *self.pods_gone)
         if self.pod_records:
             pipe.hset(keys.CACHE_PODS, mapping=self.pod_records)
+        if self.nominations_gone:
+            pipe.hdel(keys.CACHE_NOMINATIONS, *self.nominations_gone)
+        if self.nomination_records:
+            pipe.hset(keys.CACHE_NOMINATIONS, mapping=self.nomination_records)
 
 
 def _permit_state(key: str, cycle: int, cache: Cache) -> PermitState:

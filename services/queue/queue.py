@@ -362,6 +362,7 @@ class SchedulingQueue(LapsedAttempts):
         plugins: list[str],
         seq: int | None = None,
         nominated_node: str | None = None,
+        victims: list[str] | None = None,
     ) -> bool:
         """The scheduling or binding attempt of `cycle` failed: kube's
         AddUnschedulableIfNotPresent with queueing hints."""
@@ -378,6 +379,9 @@ class SchedulingQueue(LapsedAttempts):
         qpi.backoff_expiry = now + self.backoff_duration(qpi.attempts)
         if nominated_node is not None:
             self._nominate(qpi, nominated_node)  # preemption's ModeOverride
+            if list(victims or []) != qpi.victims:
+                qpi.victims = list(victims or [])
+                self.nominator.version += 1  # workers learn the victims with the nomination
         if self._moves.wait_for_event(qpi, unschedulable, plugins):
             self._place(qpi, UNSCHEDULABLE, SCHEDULE_ATTEMPT_FAILURE)
         else:

@@ -288,6 +288,7 @@ class QueueService:
             plugins=rep.get("plugins", []),
             seq=rep.get("seq"),
             nominated_node=rep.get("nominated_node"),
+            victims=rep.get("victims"),
         )
 
     async def on_nominated(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -303,16 +304,17 @@ class QueueService:
         for p in nominated[offset:]:
             if not budget.fits(p) and pods:
                 break
-            pods.append(
-                {
-                    "key": p.key,
-                    "uid": p.uid,
-                    "node": p.nominated_node,
-                    "priority": p.priority,
-                    "seq": p.seq,
-                    "pod": p.raw,
-                }
-            )
+            pod: NominatedPod = {
+                "key": p.key,
+                "uid": p.uid,
+                "node": p.nominated_node,
+                "priority": p.priority,
+                "seq": p.seq,
+                "pod": p.raw,
+            }
+            if p.victims:
+                pod["victims"] = p.victims
+            pods.append(pod)
         reply: dict[str, Any] = {"version": self.q.nominator.version, "pods": pods}
         if offset + len(pods) < len(nominated):
             reply["next"] = offset + len(pods)
@@ -442,6 +444,7 @@ class ReplyBudget:
         if not qpi.size:
             qpi.size = len(pack(qpi.raw))
         need = qpi.size + len(qpi.key) + self.PER_POD
+        need += sum(len(v) + 8 for v in qpi.victims)  # a preemptor's victims travel with it
         if need > self.left:
             return False
         self.left -= need
@@ -449,7 +452,7 @@ class ReplyBudget:
 
 
 def _wire(p: QueuedPodInfo) -> QueuedPod:
-    return {
+    wired: QueuedPod = {
         "key": p.key,
         "uid": p.uid,
         "seq": p.seq,
@@ -459,3 +462,6 @@ def _wire(p: QueuedPodInfo) -> QueuedPod:
         "initial_attempt_ts": p.initial_attempt_timestamp or 0.0,
         "nominated_node": p.nominated_node,
     }
+    if p.victims and p.nominated_node:
+        wired["victims"] = p.victims
+    return wired

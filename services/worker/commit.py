@@ -50,6 +50,9 @@ class Committer:
                 committed.append(a)
             else:
                 self.conflicts.labels(result.get("plugin", "")).inc()
+                a.reserved_room = bool(result.get("nominated"))
+                nominated = a.pod.pod.status.nominated_node_name
+                a.waits_for_room = a.waits_for_room or (a.reserved_room and a.node == nominated)
                 self._undo(a)
                 refused.append(a)
         return refused, []

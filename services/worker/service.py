@@ -145,9 +145,9 @@ class Worker:
         except Exception as err:  # Redis busy or away: the next batch refreshes anyway
             log.warning("idle refresh failed: %s", err)
 
-    async def _sync_nominated(self, version: int) -> None:
-        """Fetch the queue's nominated pods when they changed: Filter counts them on
-        their nodes (RunFilterPluginsWithNominatedPods)."""
+    async def _sync_nominated(self, version: int | None) -> None:
+        """Fetch the queue's nominated pods when they changed (None: whatever the
+        version): Filter counts them on their nodes (RunFilterPluginsWithNominatedPods)."""
         if version == self.nominated_version:
             return
         try:
@@ -157,6 +157,11 @@ class Worker:
             return  # kept stale; the next pop retries
         nominated: dict[str, list[PodInfo]] = {}
         for p in pods:
+            # kube's terminating pods, which every scheduler sees: victims of any
+            # preemption that this snapshot still shows on the nominated node. A pod
+            # nominated there waits for them rather than preempting again elsewhere.
+            for victim in p.get("victims", ()):
+                self.providers.terminating.setdefault(victim, p["node"])
             try:
                 nominated.setdefault(p["node"], []).append(PodInfo.of(p["pod"], p["seq"]))
             except Exception as err:  # validated at the watcher; never expected here
@@ -219,6 +224,10 @@ class Worker:
         raw = qp["pod"]
         if "nominated_node" in qp:  # the queue may know the nomination before the pod says it
             raw = with_nominated_node(raw, qp["nominated_node"]) or raw
+            # Victims of its preemption (by whichever worker) that this snapshot still
+            # shows are terminating: the pod waits for them instead of preempting again.
+            for victim in qp.get("victims", ()):
+                self.providers.terminating.setdefault(victim, qp["nominated_node"])
         try:
             pod = PodInfo.of(raw, qp["seq"])
         except Exception as err:  # validated at the watcher; never expected here
@@ -252,6 +261,8 @@ class Worker:
                 break
             await self.snapshot.refresh()
             await self.snapshot.reload(self.rt.redis, {a.node for a in refused})
+            if any(a.reserved_room for a in refused):  # a nomination this worker missed
+                await self._sync_nominated(None)
             attempts = refused
             if round_ == MAX_CONFLICT_RETRIES:
                 failed.extend(
@@ -325,6 +336,8 @@ class Worker:
         rep = await record_failure(self.rt.nc, a.qp["pod"], a.qp["seq"], failure, nominate)
         if rep.get("nominated_node"):
             await self.preemption.act_on(a, rep["nominated_node"])
+            assert a.preemption is not None
+            rep["victims"] = [v.key for v in a.preemption.victims]
         log.info(
             "pod unschedulable: %s",
             failure.message,
