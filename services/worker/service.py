@@ -22,9 +22,11 @@ from services.worker.permit import PermitPhase
 from services.worker.preempt import PreemptionPhase, watch_pdbs
 from services.worker.whatif import WhatIf
 from shared.api.podstatus import scheduler_name, with_nominated_node
+from shared.config import OPPORTUNISTIC_BATCHING
 from shared.framework.diagnosis import FitError
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, event_label
 from shared.framework.interface import ClusterObjects
+from shared.framework.opportunistic_batch import SNAPSHOT_CHANGED, OpportunisticBatch
 from shared.framework.profile_map import ProfileMap
 from shared.framework.schedule_one import Scheduler, SchedulingError
 from shared.framework.types import PodInfo
@@ -68,8 +70,14 @@ class Worker:
         percentage = rt.config.percentage_of_nodes_to_score
         profiles = ProfileMap(rt.config, REGISTRY)
         self.providers = profiles.providers  # what the plugins read beyond the snapshot
+        batching = rt.config.feature_enabled(OPPORTUNISTIC_BATCHING)
         self.schedulers = {
-            name: Scheduler(fw, percentage_of_nodes_to_score=percentage, rng=random.Random())
+            name: Scheduler(
+                fw,
+                percentage_of_nodes_to_score=percentage,
+                rng=random.Random(),
+                opportunistic=OpportunisticBatch(fw) if batching else None,
+            )
             for name, fw in profiles.items()
         }
         frameworks = list(profiles.values())
@@ -234,6 +242,7 @@ class Worker:
         failed: list[tuple[Attempt, Exception]] = []
         for round_ in range(MAX_CONFLICT_RETRIES + 1):
             placed = []
+            self._flush_batching()
             for a in attempts:
                 error = self._place(a)
                 if error is None:
@@ -263,6 +272,14 @@ class Worker:
         await self.permit.send_signals()
         failed.extend(rejected)
         return committed, failed
+
+    def _flush_batching(self) -> None:
+        """Opportunistic batching reuses results only within one synchronous run of
+        cycles: while the worker awaited, objects the plugins read beside the snapshot
+        (namespaces, Services) may have changed in place."""
+        for scheduler in self.schedulers.values():
+            if scheduler.opportunistic is not None:
+                scheduler.opportunistic.flush(SNAPSHOT_CHANGED)
 
     def _place(self, a: Attempt) -> Exception | None:
         """The scheduling cycle up to Reserve, against the local snapshot."""
