@@ -90,6 +90,8 @@ class Worker:
         self.duration = metrics.SCHEDULING_ATTEMPT_DURATION.histogram(reg)
         self.sli_duration = metrics.POD_SCHEDULING_SLI_DURATION.histogram(reg)
         self.pod_attempts = metrics.POD_SCHEDULING_ATTEMPTS.histogram(reg)
+        self.batch_attempts = metrics.BATCH_ATTEMPTS.counter(reg)
+        self.batch_flushed = metrics.BATCH_CACHE_FLUSHED.counter(reg)
         record_frameworks(frameworks, reg)
         self.committer = Committer(rt, self.snapshot, metrics.ASSUME_CONFLICTS.counter(reg))
         self.permit = PermitPhase(rt, self.snapshot, frameworks, self.providers)
@@ -261,6 +263,7 @@ class Worker:
                 failed.extend(
                     (a, RuntimeError("assume conflict, retries exhausted")) for a in refused
                 )
+        self._flush_batching()
         committed, rejected = self.permit.run(committed)
         if rejected:  # they were committed: give their room back
             for a, _ in rejected:
@@ -276,10 +279,19 @@ class Worker:
     def _flush_batching(self) -> None:
         """Opportunistic batching reuses results only within one synchronous run of
         cycles: while the worker awaited, objects the plugins read beside the snapshot
-        (namespaces, Services) may have changed in place."""
-        for scheduler in self.schedulers.values():
-            if scheduler.opportunistic is not None:
-                scheduler.opportunistic.flush(SNAPSHOT_CHANGED)
+        (namespaces, Services) may have changed in place. Its counts go to /metrics."""
+        for name, scheduler in self.schedulers.items():
+            ob = scheduler.opportunistic
+            if ob is None:
+                continue
+            ob.flush(SNAPSHOT_CHANGED)
+            for counts, metric in (
+                (ob.attempts, self.batch_attempts),
+                (ob.flushes, self.batch_flushed),
+            ):
+                for label, n in counts.items():
+                    metric.labels(name, label).inc(n)
+                counts.clear()
 
     def _place(self, a: Attempt) -> Exception | None:
         """The scheduling cycle up to Reserve, against the local snapshot."""

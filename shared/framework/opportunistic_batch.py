@@ -58,7 +58,7 @@ NO_FEASIBLE_NODE = "no_feasible_node"
 class _Results:
     """What the last signed pod's cycle found, and against which state."""
 
-    signature: str
+    signature: bytes
     snapshot: ClusterSnapshot
     columns: NodeColumns
     infos: list[NodeInfo]  # the columns' NodeInfo objects then: replaced ones differ
@@ -88,11 +88,11 @@ class OpportunisticBatch:
         self.attempts: Counter[str] = Counter()  # by result
         self.flushes: Counter[str] = Counter()  # by reason
 
-    def sign(self, pod: PodInfo) -> str | None:
+    def sign(self, pod: PodInfo) -> bytes | None:
         return self.fw.signer.sign(pod)
 
     def reuse(
-        self, state: CycleState, pod: PodInfo, snapshot: ClusterSnapshot, signature: str | None
+        self, state: CycleState, pod: PodInfo, snapshot: ClusterSnapshot, signature: bytes | None
     ) -> tuple[BatchFilterResult, RawScores] | None:
         """The last signed pod's Filter verdicts and raw scores, brought up to date for
         this pod; None (and the results dropped) if they cannot be."""
@@ -115,7 +115,7 @@ class OpportunisticBatch:
 
     def store(
         self,
-        signature: str | None,
+        signature: bytes | None,
         snapshot: ClusterSnapshot,
         result: BatchFilterResult,
         raw: RawScores | None,
@@ -147,7 +147,7 @@ class OpportunisticBatch:
             self._last = None
 
     def _unusable(
-        self, last: _Results, snapshot: ClusterSnapshot, signature: str | None
+        self, last: _Results, snapshot: ClusterSnapshot, signature: bytes | None
     ) -> str | None:
         if signature is None:
             return POD_NOT_BATCHABLE

@@ -12,12 +12,12 @@ that equal fragments mean equal inputs (two spellings of one quantity only lose 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any, cast
 
 from shared.framework.interface import Plugin, SignFragment, SignPlugin
 from shared.framework.types import PodInfo
+from shared.wire import pack
 
 # Fragment keys (upstream's *SignerName constants)
 SCHEDULER_NAME = "SchedulerName"
@@ -79,7 +79,7 @@ class Signer:
     def enabled(self) -> bool:
         return not self.unsupported
 
-    def sign(self, pod: PodInfo) -> str | None:
+    def sign(self, pod: PodInfo) -> bytes | None:
         """The pod's signature, or None: it cannot be compared with other pods."""
         if self.unsupported:
             return None
@@ -88,9 +88,11 @@ class Signer:
             fragments = plugin.sign_pod(pod)
             if fragments is None:
                 return None
-            for key, value in fragments:
-                sig[f"{plugin.name}/{key}"] = value
+            # A key names the pod fields, whichever plugins read them: stored once.
+            sig.update(fragments)
         try:
-            return json.dumps(sig, sort_keys=True, separators=(",", ":"))
+            # msgpack keeps the raw objects' key order: pods of one template serialize
+            # alike, and two orders of the same fields only lose a reuse.
+            return pack(sig)
         except (TypeError, ValueError):  # not plain data: not comparable
             return None

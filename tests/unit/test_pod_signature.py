@@ -35,7 +35,7 @@ def replica(name: str) -> PodBuilder:
     return make_pod(name).label("app", "web").req(cpu="100m", memory="64Mi").image("nginx")
 
 
-def sign(pod: PodBuilder, fw: Framework | None = None) -> str | None:
+def sign(pod: PodBuilder, fw: Framework | None = None) -> bytes | None:
     return (fw or framework()).signer.sign(PodInfo.of(pod.obj()))
 
 
