@@ -47,6 +47,9 @@ class BatchFilterResult:
     statuses: dict[int, Status] = field(default_factory=dict)
 
 
+FEW_ROWS = 16  # up to this many rows to score, node by node is cheaper
+
+
 class RawScores:
     """Raw scores (before NormalizeScore and weights) per Score plugin and row, kept from
     one pod to the next of the same signature (opportunistic_batch.py): a row's raw score
@@ -57,9 +60,15 @@ class RawScores:
         self._scores: dict[str, tuple[IntArray, BoolArray]] = {}
 
     def get(
-        self, name: str, rows: IntArray, score: Callable[[IntArray], IntArray | None]
+        self,
+        name: str,
+        rows: IntArray,
+        score_all: Callable[[IntArray], IntArray | None],
+        score: Callable[[int], int | None],
     ) -> IntArray | None:
-        """The raw scores of `rows`, asking `score` only for the rows not known yet."""
+        """The raw scores of `rows`, asking only for the rows not known yet: node by node
+        if they are few (a plugin's score_all costs about the same for one row as for
+        all), else at once. None if a plugin could not say."""
         known = self._scores.get(name)
         if known is None:
             known = self._scores[name] = (
@@ -69,12 +78,23 @@ class RawScores:
         values, have = known
         need = rows[~have[rows]]
         if len(need):
-            got = score(need)
+            got = self._ask(need, score_all, score)
             if got is None:
                 return None
             values[need] = got
             have[need] = True
         return values[rows]
+
+    @staticmethod
+    def _ask(
+        need: IntArray,
+        score_all: Callable[[IntArray], IntArray | None],
+        score: Callable[[int], int | None],
+    ) -> IntArray | None:
+        if len(need) > FEW_ROWS:
+            return score_all(need)
+        got = [score(row) for row in need.tolist()]
+        return None if None in got else np.array(got, dtype=np.int64)
 
     def forget(self, rows: IntArray) -> None:
         """Rows whose node changed: scored again when next asked."""
@@ -281,7 +301,12 @@ class BatchRunner:
             if memo is None:
                 scores = plugin.score_all(state, pod, nodes, rows)
             else:
-                scores = memo.get(name, rows, lambda r: plugin.score_all(state, pod, nodes, r))
+                scores = memo.get(
+                    name,
+                    rows,
+                    lambda r: plugin.score_all(state, pod, nodes, r),
+                    lambda row: _raw_score(cast(ScorePlugin, plugin), state, pod, nodes.infos[row]),
+                )
             if scores is None:
                 return None, SUCCESS
             if rec is not None:
@@ -300,6 +325,13 @@ class BatchRunner:
         if len(scores) and not _in_score_range(scores):
             return None, SUCCESS
         return scores, SUCCESS
+
+
+def _raw_score(plugin: ScorePlugin, state: CycleState, pod: PodInfo, node: NodeInfo) -> int | None:
+    """One node's raw score by the per-node form (None: not a success; the per-node
+    path then reports it)."""
+    value, status = plugin.score(state, pod, node)
+    return value if status.ok else None
 
 
 def _in_score_range(scores: IntArray) -> bool:
