@@ -20,13 +20,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.config import Profile
-from shared.framework.opportunistic_batch import HINT_USED, OpportunisticBatch
+from shared.framework.opportunistic_batch import HINT_USED, NODES_CHANGED, OpportunisticBatch
 from shared.framework.runtime import Framework
 from shared.framework.schedule_one import Scheduler
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import PodInfo
 from shared.plugins import REGISTRY
-from tests.builders import make_node, make_pod
+from tests.builders import ZONE, make_node, make_pod
 from tests.unit.test_batch_paths import (
     PROFILES,
     Chooser,
@@ -40,10 +40,13 @@ from tests.unit.test_batch_paths import (
 )
 
 
-def copies(template: dict[str, Any], n: int) -> dict[str, Any]:
-    """Another pod of the template (a ReplicaSet's next replica): own name and uid."""
+def copies(template: dict[str, Any], n: int, app: str | None = None) -> dict[str, Any]:
+    """Another pod of the template (a ReplicaSet's next replica): own name and uid, and
+    other labels if `app` is given (they sign alike unless pods with terms exist)."""
     raw = copy.deepcopy(template)
     raw["metadata"]["name"] = raw["metadata"]["uid"] = f"{raw['metadata']['name']}-r{n}"
+    if app is not None:
+        raw["metadata"]["labels"] = {"app": app}
     return raw
 
 
@@ -71,7 +74,8 @@ def run(
                 pod, node = placed.pop(value % len(placed))
                 forget(snapshot, pod, node)
             continue
-        pod = PodInfo.of(copies(value, n), 1000 + n)
+        template, app = value if isinstance(value, tuple) else (value, None)
+        pod = PodInfo.of(copies(template, n, app), 1000 + n)
         result = outcome(scheduler, pod, snapshot)
         if result[0] == "ok":
             placed.append((pod, result[1]))
@@ -100,7 +104,9 @@ def runs(draw: st.DrawFn) -> list[tuple[str, Any]]:
     steps: list[tuple[str, Any]] = []
     for _ in range(draw(st.integers(1, 5))):
         template = draw(st.sampled_from(templates))
-        steps += [("pod", template)] * draw(st.integers(1, 8))
+        for _ in range(draw(st.integers(1, 8))):
+            app = draw(st.sampled_from([None, None, "web", "db"]))
+            steps.append(("pod", (template, app)))
         if draw(st.integers(0, 3)) == 0:
             steps.append(("forget", draw(st.integers(0, 50))))
     return steps
@@ -151,3 +157,32 @@ def test_one_pod_per_node_run_is_batched_and_spread_like_full_cycles() -> None:
     assert batched == unbatched
     assert sorted(r[1] for r in batched) == [f"n{i}" for i in range(5)]
     assert ob is not None and ob.attempts[HINT_USED] == 4
+
+
+def test_a_pod_with_terms_leaving_a_node_starts_the_results_over() -> None:
+    """An existing pod's anti-affinity keeps web pods out of its whole zone; once it is
+    gone, the other node of that zone fits again, though only its own node changed: the
+    kept results must be dropped, not brought up to date for that node."""
+    nodes = [
+        make_node("n1").zone("a").capacity(cpu="4", memory="8Gi", pods=10).obj(),
+        make_node("n2").zone("a").capacity(cpu="8", memory="16Gi", pods=10).obj(),
+        make_node("n3").zone("b").capacity(cpu="4", memory="8Gi", pods=2).obj(),
+    ]
+    # another pod with terms, on n3, which match no web pod: the signatures stay alike
+    other = make_pod("other").label("app", "x").anti_affinity("app", "none", ZONE).obj()
+    guard = make_pod("guard").label("app", "guard").anti_affinity("app", "web", ZONE).obj()
+    web = make_pod("web").label("app", "web").req(cpu="1").obj()
+    chosen = {}
+    flushes = {}
+    for batching in (True, False):
+        fw = Framework.from_profile(Profile(), REGISTRY)
+        ob = OpportunisticBatch(fw, max_age=math.inf) if batching else None
+        scheduler = Scheduler(fw, rng=random.Random(7), opportunistic=ob)
+        snapshot = build(nodes, [(guard, 0), (other, 2)])
+        first = outcome(scheduler, PodInfo.of(copies(web, 1), 1), snapshot)
+        forget(snapshot, PodInfo.of(guard, 1), "n1")
+        second = outcome(scheduler, PodInfo.of(copies(web, 2), 2), snapshot)
+        chosen[batching] = (first[1], second[1])
+        flushes[batching] = dict(ob.flushes) if ob is not None else {}
+    assert chosen[True] == chosen[False] == ("n3", "n2")
+    assert flushes[True] == {NODES_CHANGED: 1}

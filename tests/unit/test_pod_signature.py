@@ -25,9 +25,12 @@ SERVICE = {
 }
 
 
-def framework(profile: Profile | None = None, *objects: dict) -> Framework:
+def framework(profile: Profile | None = None, *objects: dict, pods: tuple = ()) -> Framework:
     fw = Framework.from_profile(profile or Profile(), REGISTRY)
-    fw.set_snapshot(ClusterSnapshot([make_node("n1").info()], cluster_objects(*objects)))
+    node = make_node("n1").info()
+    for pod in pods:
+        node.add_pod(pod.info())
+    fw.set_snapshot(ClusterSnapshot([node], cluster_objects(*objects)))
     return fw
 
 
@@ -51,14 +54,26 @@ def test_replicas_of_one_template_share_a_signature() -> None:
         replica("b").req(cpu="200m"),
         replica("b").image("redis"),
         replica("b").host_port(8080),
-        replica("b").label("tier", "front"),
-        make_pod("b", "other").label("app", "web").req(cpu="100m", memory="64Mi").image("nginx"),
+        replica("b").node("n1"),
     ],
-    ids=["requests", "image", "host port", "labels", "namespace"],
+    ids=["requests", "image", "host port", "node name"],
 )
 def test_what_a_plugin_reads_tells_signatures_apart(other: PodBuilder) -> None:
     fw = framework()
     assert sign(other, fw) != sign(replica("a"), fw)
+
+
+def test_labels_and_namespace_count_once_pods_with_affinity_terms_may_match_them() -> None:
+    other_labels = replica("b").label("tier", "front")
+    other_namespace = make_pod("b", "other").label("app", "web").req(cpu="100m", memory="64Mi")
+    other_namespace.image("nginx")
+    plain = framework()
+    assert sign(replica("a"), plain) == sign(other_labels, plain) == sign(other_namespace, plain)
+    terms = framework(pods=(make_pod("x").node("n1").anti_affinity("tier", "front"),))
+    assert (
+        len({sign(replica("a"), terms), sign(other_labels, terms), sign(other_namespace, terms)})
+        == 3
+    )
 
 
 @pytest.mark.parametrize(

@@ -113,10 +113,11 @@ class InterPodAffinity(
 
     def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
         # The pod's own terms read the pods of other nodes: refused, as upstream. Without
-        # them, what other pods' terms say of it rests on its namespace and labels.
+        # them, what other pods' terms say of it rests on its namespace and labels, and
+        # only if such pods exist (a node gaining one is where batching starts over).
         if pod.has_affinity:
             return None
-        return [pod_identity_fragment(pod)]
+        return [pod_identity_fragment(pod)] if self.handle.snapshot.affinity_node_names else []
 
     def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:
         self.args = args

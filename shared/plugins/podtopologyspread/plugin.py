@@ -51,7 +51,6 @@ from shared.framework.interface import (
     SignPlugin,
 )
 from shared.framework.plugin_args import arg_error, reject_unknown
-from shared.framework.signature import pod_identity_fragment
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import LABEL_ZONE, NodeInfo, PodInfo
 from shared.plugins.helper import default_selector
@@ -99,10 +98,11 @@ class PodTopologySpread(
         # Spreading counts pods over other nodes: a pod with constraints, its own or
         # defaulted, is refused. Upstream refuses every pod once default constraints are
         # configured; here only pods they apply to (a Service or controller selects the
-        # pod), as for the others the plugin skips (PreFilter and PreScore say Skip).
+        # pod), as for the others the plugin skips (PreFilter and PreScore say Skip) and
+        # reads nothing more of the pod.
         if self._constraints(pod, DO_NOT_SCHEDULE) or self._constraints(pod, SCHEDULE_ANYWAY):
             return None
-        return [pod_identity_fragment(pod)]
+        return []
 
     def __init__(
         self, handle: Handle, defaults: list[TopologySpreadConstraint], system_defaulted: bool
