@@ -63,8 +63,9 @@ def run(
     assumption does in the worker, between two pods of a run."""
     fw = Framework.from_profile(prof, REGISTRY)
     ob = OpportunisticBatch(fw, max_age=math.inf) if batching else None
-    scheduler = Scheduler(fw, percentage_of_nodes_to_score=pct, rng=random.Random(7))
-    scheduler.opportunistic = ob
+    scheduler = Scheduler(
+        fw, percentage_of_nodes_to_score=pct, rng=random.Random(7), opportunistic=ob
+    )
     snapshot = build(nodes, existing)
     results: list[tuple[Any, ...]] = []
     placed: list[tuple[PodInfo, str]] = []
