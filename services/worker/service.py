@@ -22,9 +22,11 @@ from services.worker.permit import PermitPhase
 from services.worker.preempt import PreemptionPhase, watch_pdbs
 from services.worker.whatif import WhatIf
 from shared.api.podstatus import scheduler_name, with_nominated_node
+from shared.config import OPPORTUNISTIC_BATCHING
 from shared.framework.diagnosis import FitError
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, event_label
 from shared.framework.interface import ClusterObjects
+from shared.framework.opportunistic_batch import SNAPSHOT_CHANGED, OpportunisticBatch
 from shared.framework.profile_map import ProfileMap
 from shared.framework.schedule_one import Scheduler, SchedulingError
 from shared.framework.types import PodInfo
@@ -69,8 +71,14 @@ class Worker:
         percentage = rt.config.percentage_of_nodes_to_score
         profiles = ProfileMap(rt.config, REGISTRY)
         self.providers = profiles.providers  # what the plugins read beyond the snapshot
+        batching = rt.config.feature_enabled(OPPORTUNISTIC_BATCHING)
         self.schedulers = {
-            name: Scheduler(fw, percentage_of_nodes_to_score=percentage, rng=random.Random())
+            name: Scheduler(
+                fw,
+                percentage_of_nodes_to_score=percentage,
+                rng=random.Random(),
+                opportunistic=OpportunisticBatch(fw) if batching else None,
+            )
             for name, fw in profiles.items()
         }
         frameworks = list(profiles.values())
@@ -83,6 +91,8 @@ class Worker:
         self.duration = metrics.SCHEDULING_ATTEMPT_DURATION.histogram(reg)
         self.sli_duration = metrics.POD_SCHEDULING_SLI_DURATION.histogram(reg)
         self.pod_attempts = metrics.POD_SCHEDULING_ATTEMPTS.histogram(reg)
+        self.batch_attempts = metrics.BATCH_ATTEMPTS.counter(reg)
+        self.batch_flushed = metrics.BATCH_CACHE_FLUSHED.counter(reg)
         record_frameworks(frameworks, reg)
         self.committer = Committer(rt, self.snapshot, metrics.ASSUME_CONFLICTS.counter(reg))
         self.permit = PermitPhase(rt, self.snapshot, frameworks, self.providers)
@@ -247,6 +257,7 @@ class Worker:
         unanswered: list[Attempt] = []
         for round_ in range(MAX_CONFLICT_RETRIES + 1):
             placed = []
+            self._flush_batching()
             for a in attempts:
                 error = self._place(a)
                 if error is None:
@@ -268,6 +279,7 @@ class Worker:
                 failed.extend(
                     (a, RuntimeError("assume conflict, retries exhausted")) for a in refused
                 )
+        self._flush_batching()
         committed, rejected = self.permit.run(committed)
         if rejected:  # they were committed: give their room back
             for a, _ in rejected:
@@ -279,6 +291,23 @@ class Worker:
         await self.permit.send_signals()
         failed.extend(rejected)
         return committed, failed, unanswered
+
+    def _flush_batching(self) -> None:
+        """Opportunistic batching reuses results only within one synchronous run of
+        cycles: while the worker awaited, objects the plugins read beside the snapshot
+        (namespaces, Services) may have changed in place. Its counts go to /metrics."""
+        for name, scheduler in self.schedulers.items():
+            ob = scheduler.opportunistic
+            if ob is None:
+                continue
+            ob.flush(SNAPSHOT_CHANGED)
+            for counts, metric in (
+                (ob.attempts, self.batch_attempts),
+                (ob.flushes, self.batch_flushed),
+            ):
+                for label, n in counts.items():
+                    metric.labels(name, label).inc(n)
+                counts.clear()
 
     def _place(self, a: Attempt) -> Exception | None:
         """The scheduling cycle up to Reserve, against the local snapshot."""

@@ -181,6 +181,18 @@ class BatchFilterPlugin(Plugin, Protocol):
     ) -> BoolArray | None: ...
 
 
+SignFragment = tuple[str, Any]  # (key, plain data) of a pod signature
+
+
+@runtime_checkable
+class SignPlugin(Plugin, Protocol):
+    """KEP-5598's SignPlugin: the pod fields this plugin's verdicts and raw scores read,
+    as fragments of the pod's signature (shared/framework/signature.py); None refuses
+    the pod, whose results read other nodes and cannot be reused by the next pod."""
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None: ...
+
+
 @runtime_checkable
 class PostFilterPlugin(Plugin, Protocol):
     def post_filter(

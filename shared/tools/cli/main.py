@@ -110,6 +110,9 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     bench.add_argument(
         "--metrics", action="store_true", help="record durations to Prometheus, as services do"
     )
+    bench.add_argument(
+        "--no-batching", action="store_true", help="turn opportunistic batching off (KEP-5598)"
+    )
 
     bq = sub.add_parser("bench-queue", help="pop latency and throughput of the queue service")
     bq.add_argument("--single", type=int, default=500, help="measured single-pod pops")
