@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from services.queue import gangs
 from services.queue.fence import Lapsed, Outcome, fence, lapse_message
 from services.queue.hints import QueueingHints, hints_of, queue_sort_key
 from services.queue.inspect import start_inspection, stats_reply
@@ -30,7 +31,15 @@ from services.queue.preenqueue import run_pre_enqueue
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from services.queue.rebuild import rebuild
 from shared import keys
-from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, action_type, event_from_label
+from shared.api.events import ClusterObject, SubjectRef
+from shared.api.workload import Workload
+from shared.framework.events import (
+    ADD,
+    EVENT_ASSIGNED_POD_DELETE,
+    WORKLOAD,
+    action_type,
+    event_from_label,
+)
 from shared.framework.interface import ClusterEvent, ClusterObjects
 from shared.framework.profile_map import ProfileMap
 from shared.framework.snapshot import ClusterSnapshot
@@ -143,8 +152,10 @@ class QueueService:
     async def run(self) -> None:
         await retry_forever("take the queue over", self._take_over)
         js = self.rt.js
+        gangs.of_pending(self.objects.gang_members, self.q.raw_pods())
         await retry_forever(
-            "watch Services and controllers", lambda: watch_owners(js, self.objects)
+            "watch Services, controllers and Workloads",
+            lambda: watch_owners(js, self.objects, self._on_object),
         )
         self._notify()
         nc = self.rt.nc
@@ -226,12 +237,20 @@ class QueueService:
         await self.flusher.flush()
         return {"applied": len(applied), "failed": failed}
 
+    def _on_object(self, ref: SubjectRef, obj: ClusterObject | None) -> None:
+        """A Workload added or changed may let the gang pods PreEnqueue holds in (kube's
+        Workload/Add event); the tick flushes what moved."""
+        if isinstance(obj, Workload):
+            raw = obj.model_dump(by_alias=True)
+            self.q.move_all_to_active_or_backoff(ClusterEvent(WORKLOAD, ADD), None, raw)
+
     def _apply_new(self, ev: QueueEvent) -> None:
         """Apply an event the queue does not hold yet (a rebuild listed those up to its cut)."""
         if not self.mark.holds(ev.get("seq")):
             self._apply_event(ev)
 
     def _apply_event(self, ev: QueueEvent) -> None:
+        gangs.observe(self.objects.gang_members, ev)  # before: PreEnqueue counts the pod
         op = ev["op"]
         if op == "upsert":
             self.q.add(ev["key"], ev.get("uid", ""), ev["pod"], ev["seq"])
