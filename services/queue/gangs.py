@@ -6,13 +6,12 @@ deletion leaves it; a binding keeps it; an assigned pod (AssignedPod Add or Dele
 moves, whose objects carry spec.workloadRef) joins or leaves. Pure: the service calls
 `observe` before applying an event, so PreEnqueue counts the pod that event brings.
 
-Not kept in Redis: a queue restarted from its Redis state knows the gangs of the pods
-it holds (`of_pending`) and learns bound members again only as they change.
+Not kept in Redis: a queue that takes over lists the log and observes what it routes
+(services/queue/service.py `_list_gang_members`), bound pods included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from shared.api.workload import gang_of
@@ -34,12 +33,6 @@ def observe(members: Members, ev: QueueEvent) -> None:
         if raw and ev.get("action") in (ADD, DELETE):
             key = _key(raw)
             _set(members, gang_of(raw), key, ev.get("action") == ADD)
-
-
-def of_pending(members: Members, pods: Iterable[dict[str, Any]]) -> None:
-    """Add the gangs of pods the queue holds (raw pods)."""
-    for raw in pods:
-        _set(members, gang_of(raw), _key(raw), True)
 
 
 def _set(members: Members, gang: str, key: str, present: bool) -> None:

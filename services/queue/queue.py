@@ -132,10 +132,6 @@ class SchedulingQueue(LapsedAttempts):
     def hints(self) -> QueueingHints | None:
         return self._moves.hints
 
-    def raw_pods(self) -> list[dict[str, Any]]:
-        """Every pod the queue holds, as published."""
-        return [qpi.raw for qpi in self._pods.values()]
-
     def get(self, key: str) -> QueuedPodInfo | None:
         return self._pods.get(key)
 

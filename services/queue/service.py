@@ -45,6 +45,7 @@ from shared.framework.profile_map import ProfileMap
 from shared.framework.snapshot import ClusterSnapshot
 from shared.messages import NominatedPod, QueuedPod, QueueEvent, Report
 from shared.plugins import REGISTRY
+from shared.plugins.gangscheduling import NAME as GANG_SCHEDULING
 from shared.relist import read_latest, route_latest
 from shared.runtime import metrics
 from shared.runtime.fencing import FencedBatch
@@ -117,6 +118,10 @@ class QueueService:
         self.hints: QueueingHints = hints_of(profiles)
         self.sort_key = queue_sort_key(profiles)
         self.pre_enqueue = run_pre_enqueue(profiles)
+        # GangScheduling's PreEnqueue counts each gang's pods, bound ones too.
+        self.gangs_counted = any(
+            GANG_SCHEDULING in fw.plugins.instances for fw in profiles.values()
+        )
         self.q = self._new_queue()
         self.state = StateWrites(SERVICE, STATE_KEYS, lambda: rt.js, rt.redis, rt.fenced_writes)
         self.mark = self.state.mark
@@ -152,7 +157,8 @@ class QueueService:
     async def run(self) -> None:
         await retry_forever("take the queue over", self._take_over)
         js = self.rt.js
-        gangs.of_pending(self.objects.gang_members, self.q.raw_pods())
+        if self.gangs_counted:
+            await retry_forever("list the gangs' pods", self._list_gang_members)
         await retry_forever(
             "watch Services, controllers and Workloads",
             lambda: watch_owners(js, self.objects, self._on_object),
@@ -236,6 +242,18 @@ class QueueService:
         self._notify()
         await self.flusher.flush()
         return {"applied": len(applied), "failed": failed}
+
+    async def _list_gang_members(self) -> None:
+        """Every gang's pods, pending and bound, from the log (upstream's workload
+        manager fills itself from the pod informer's list): what the queue kept in Redis
+        holds no bound pods. Before the queue serves events; those after the list's cut
+        come as any event does."""
+        relisted = route_latest(await read_latest(self.rt.js), self.rt.config.scheduler_names)
+        members: gangs.Members = {}
+        for ev in relisted.queue:
+            gangs.observe(members, ev)
+        self.objects.gang_members = members
+        log.info("gang members listed: %d gangs", len(members))
 
     def _on_object(self, ref: SubjectRef, obj: ClusterObject | None) -> None:
         """A Workload added or changed may let the gang pods PreEnqueue holds in (kube's
