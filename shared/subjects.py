@@ -16,6 +16,8 @@ NODES_PREFIX = f"{CLUSTER_PREFIX}.nodes"
 PODS_PREFIX = f"{CLUSTER_PREFIX}.pods"
 PDBS_PREFIX = f"{CLUSTER_PREFIX}.pdbs"  # policy/v1 PodDisruptionBudgets, read by workers
 PODGROUPS_PREFIX = f"{CLUSTER_PREFIX}.podgroups"  # scheduling.x-k8s.io PodGroups
+# scheduling.k8s.io/v1alpha1 Workloads (the GangScheduling plugin), read by queue and workers
+WORKLOADS_PREFIX = f"{CLUSTER_PREFIX}.workloads"
 # scheduling.k8s.io/v1 PriorityClasses (cluster-scoped), read by the watcher's admission
 PRIORITYCLASSES_PREFIX = f"{CLUSTER_PREFIX}.priorityclasses"
 # core/v1 Services and the controllers that own pods (apps/v1 ReplicaSets and
@@ -35,6 +37,7 @@ CLUSTER_KINDS: dict[str, tuple[str, bool]] = {
     "pod": (PODS_PREFIX, True),
     "pdb": (PDBS_PREFIX, True),
     "podgroup": (PODGROUPS_PREFIX, True),
+    "workload": (WORKLOADS_PREFIX, True),
     "service": (SERVICES_PREFIX, True),
     "replicaset": (REPLICASETS_PREFIX, True),
     "statefulset": (STATEFULSETS_PREFIX, True),
@@ -138,6 +141,10 @@ def pdb_subject(namespace: str, name: str) -> str:
 
 def pod_group_subject(namespace: str, name: str) -> str:
     return f"{PODGROUPS_PREFIX}.{namespace}.{name}"
+
+
+def workload_subject(namespace: str, name: str) -> str:
+    return f"{WORKLOADS_PREFIX}.{namespace}.{name}"
 
 
 def service_subject(namespace: str, name: str) -> str:

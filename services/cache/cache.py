@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.cache.nominations import NOMINATION_TTL, Nomination, Nominations
+from shared.api.workload import gang_of_pod
 from shared.framework.columns import NodeColumns
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import ClusterObjects
@@ -377,7 +378,7 @@ class Cache:
             if (
                 state.state != ASSUMED
                 or state.rejected is not None
-                or not signal.matches(meta.namespace, meta.labels)
+                or not signal.matches(meta.namespace, meta.labels, gang_of_pod(state.pod.pod))
             ):
                 continue
             if signal.verdict == "reject":

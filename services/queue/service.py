@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from services.queue import gangs
 from services.queue.fence import Lapsed, Outcome, fence, lapse_message
 from services.queue.hints import QueueingHints, hints_of, queue_sort_key
 from services.queue.inspect import start_inspection, stats_reply
@@ -30,12 +31,21 @@ from services.queue.preenqueue import run_pre_enqueue
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from services.queue.rebuild import rebuild
 from shared import keys
-from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, action_type, event_from_label
+from shared.api.events import ClusterObject, SubjectRef
+from shared.api.workload import Workload
+from shared.framework.events import (
+    ADD,
+    EVENT_ASSIGNED_POD_DELETE,
+    WORKLOAD,
+    action_type,
+    event_from_label,
+)
 from shared.framework.interface import ClusterEvent, ClusterObjects
 from shared.framework.profile_map import ProfileMap
 from shared.framework.snapshot import ClusterSnapshot
 from shared.messages import NominatedPod, QueuedPod, QueueEvent, Report
 from shared.plugins import REGISTRY
+from shared.plugins.gangscheduling import NAME as GANG_SCHEDULING
 from shared.relist import read_latest, route_latest
 from shared.runtime import metrics
 from shared.runtime.fencing import FencedBatch
@@ -108,6 +118,10 @@ class QueueService:
         self.hints: QueueingHints = hints_of(profiles)
         self.sort_key = queue_sort_key(profiles)
         self.pre_enqueue = run_pre_enqueue(profiles)
+        # GangScheduling's PreEnqueue counts each gang's pods, bound ones too.
+        self.gangs_counted = any(
+            GANG_SCHEDULING in fw.plugins.instances for fw in profiles.values()
+        )
         self.q = self._new_queue()
         self.state = StateWrites(SERVICE, STATE_KEYS, lambda: rt.js, rt.redis, rt.fenced_writes)
         self.mark = self.state.mark
@@ -143,8 +157,11 @@ class QueueService:
     async def run(self) -> None:
         await retry_forever("take the queue over", self._take_over)
         js = self.rt.js
+        if self.gangs_counted:
+            await retry_forever("list the gangs' pods", self._list_gang_members)
         await retry_forever(
-            "watch Services and controllers", lambda: watch_owners(js, self.objects)
+            "watch Services, controllers and Workloads",
+            lambda: watch_owners(js, self.objects, self._on_object),
         )
         self._notify()
         nc = self.rt.nc
@@ -226,12 +243,32 @@ class QueueService:
         await self.flusher.flush()
         return {"applied": len(applied), "failed": failed}
 
+    async def _list_gang_members(self) -> None:
+        """Every gang's pods, pending and bound, from the log (upstream's workload
+        manager fills itself from the pod informer's list): what the queue kept in Redis
+        holds no bound pods. Before the queue serves events; those after the list's cut
+        come as any event does."""
+        relisted = route_latest(await read_latest(self.rt.js), self.rt.config.scheduler_names)
+        members: gangs.Members = {}
+        for ev in relisted.queue:
+            gangs.observe(members, ev)
+        self.objects.gang_members = members
+        log.info("gang members listed: %d gangs", len(members))
+
+    def _on_object(self, ref: SubjectRef, obj: ClusterObject | None) -> None:
+        """A Workload added or changed may let the gang pods PreEnqueue holds in (kube's
+        Workload/Add event); the tick flushes what moved."""
+        if isinstance(obj, Workload):
+            raw = obj.model_dump(by_alias=True)
+            self.q.move_all_to_active_or_backoff(ClusterEvent(WORKLOAD, ADD), None, raw)
+
     def _apply_new(self, ev: QueueEvent) -> None:
         """Apply an event the queue does not hold yet (a rebuild listed those up to its cut)."""
         if not self.mark.holds(ev.get("seq")):
             self._apply_event(ev)
 
     def _apply_event(self, ev: QueueEvent) -> None:
+        gangs.observe(self.objects.gang_members, ev)  # before: PreEnqueue counts the pod
         op = ev["op"]
         if op == "upsert":
             self.q.add(ev["key"], ev.get("uid", ""), ev["pod"], ev["seq"])

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from shared.api.owners import OWNER_MODELS, Controller, Owner, Service
+from shared.api.workload import Workload
 from shared.framework.status import Status
 from shared.framework.types import NodeInfo, PodInfo
 
@@ -287,6 +288,10 @@ class ClusterObjects:
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     services: dict[str, dict[str, Service]] = field(default_factory=dict)  # ns -> name ->
     controllers: dict[tuple[str, str, str], Controller] = field(default_factory=dict)
+    # GangScheduling: the Workloads ("ns/name"), and, in the queue, the keys of each
+    # gang's existing pods, pending or bound (its PreEnqueue counts them).
+    workloads: dict[str, Workload] = field(default_factory=dict)
+    gang_members: dict[str, set[str]] = field(default_factory=dict)
 
     def services_in(self, namespace: str) -> Iterable[Service]:
         return self.services.get(namespace, {}).values()
@@ -323,6 +328,10 @@ class ClusterObjects:
         if kind == "Namespace":
             meta = raw.get("metadata") or {}
             self.namespace_labels[meta.get("name", "")] = meta.get("labels") or {}
+            return True
+        if kind == "Workload":
+            workload = Workload.model_validate(raw)
+            self.workloads[workload.key] = workload
             return True
         model = OWNER_MODELS.get(kind) if isinstance(kind, str) else None
         if model is None:

@@ -108,6 +108,7 @@ def current_of(watch: ClusterWatch) -> Current:
         pairs(watch.replica_sets),
         pairs(watch.stateful_sets),
         pairs(watch.replication_controllers),
+        pairs(watch.workloads),
     )
 
 
