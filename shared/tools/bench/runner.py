@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -32,7 +33,9 @@ from nats.js import JetStreamContext
 from shared import keys
 from shared.api.models import key_of
 from shared.runtime.connections import connect_redis
+from shared.tools.bench import traffic
 from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
+from shared.tools.bench.profile import Profiler
 from shared.tools.bench.resources import cpu_delta, peak_rss, usages
 from shared.tools.bench.workloads import Churn, Obj, Size, Workload
 from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod
@@ -71,6 +74,8 @@ class BenchResult:
     preempted: int = 0  # measured pods bound, then evicted by a preemptor
     # the churn's pods over the measured phase: created, bound, bound_per_s
     churn: dict[str, float] = field(default_factory=dict)
+    # Redis commands and stream writes per bound measured pod (traffic.py)
+    ops_per_pod: dict[str, float] = field(default_factory=dict)
 
     @property
     def average(self) -> float:
@@ -283,6 +288,7 @@ async def run_workload(
     paced_pods: int = 0,
     paced_rate: float | None = None,
     progress: Callable[[str], None] = print,
+    profile: Path | None = None,
 ) -> BenchResult:
     driver = Driver(stack, workload, size, timeout)
     nc = await nats.connect(servers=stack.nats_urls)
@@ -298,7 +304,7 @@ async def run_workload(
         await publish_all(js, init)
         await settle(driver.tracker, redis, [key_of(p) for p in init], timeout)
         progress(f"    {len(init)} init pods placed; publishing {size.measured_pods} measured pods")
-        return await _measure(driver, js, redis, variant, paced_pods, paced_rate, progress)
+        return await _measure(driver, js, redis, variant, paced_pods, paced_rate, progress, profile)
     finally:
         await redis.aclose()
         await nc.close()
@@ -312,6 +318,7 @@ async def _measure(
     paced_pods: int,
     paced_rate: float | None,
     progress: Callable[[str], None],
+    profile: Path | None = None,
 ) -> BenchResult:
     workload, size, stack = driver.workload, driver.size, driver.stack
     side = [driver.churn(js, workload.churn)] if workload.churn else []
@@ -320,7 +327,11 @@ async def _measure(
     driver.pods.update(zip(keys_, measured, strict=True))
     pids = stack_pids(stack)
     counters0 = await pipeline_counters(driver.ports("worker"), driver.ports("cache"))
+    profiler = Profiler(profile, pids) if profile else None
     usage0 = usages(pids)
+    ops0 = await traffic.snapshot(redis, js)
+    if profiler:
+        profiler.start()
     collector = ThroughputCollector()
     timeline: list[tuple[float, int]] = []
     async with _background(*side):
@@ -333,6 +344,9 @@ async def _measure(
         seconds = max(driver.tracker.pods[k].bound_at for k in keys_) - start
         churn = driver.churn_figures(start, seconds) if workload.churn else {}
         usage1 = usages(pids)
+        ops1 = await traffic.snapshot(redis, js)
+        for line in await asyncio.to_thread(profiler.stop) if profiler else []:
+            progress(f"    {line}")
         counted = (await pipeline_counters(driver.ports("worker"), driver.ports("cache"))).minus(
             counters0
         )
@@ -349,6 +363,7 @@ async def _measure(
         driver, variant, keys_, seconds, collector, timeline, counted, usage0, usage1, paced
     )
     result.churn = churn
+    result.ops_per_pod = traffic.per_pod(ops0, ops1, result.bound)
     return result
 
 
