@@ -6,17 +6,8 @@ import pytest
 
 from shared.tools.bench.costmodel import Costs, best, ceiling, plan
 
-COSTS = Costs(
-    watcher=0.2,
-    queue=0.1,
-    cache=0.1,
-    binder=0.1,
-    nats=0.1,
-    worker_fixed=0.5,
-    worker_per_worker=0.1,
-    redis_fixed=0.05,
-    redis_per_worker=0.01,
-)
+# watcher, queue, cache, binder, nats; worker fixed and per worker; redis fixed and per worker
+COSTS = Costs(0.2, 0.1, 0.1, 0.1, 0.1, 0.5, 0.1, 0.05, 0.01)
 
 
 def test_a_plan_counts_each_process_kind_from_its_cost_per_pod() -> None:
