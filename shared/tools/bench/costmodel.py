@@ -95,18 +95,19 @@ def ceiling(costs: Costs) -> float:
 
 
 # Measured on 2026-11-24 (docs/scale.md): SchedulingBasic at 5000 nodes, ms of CPU per
-# pod from /proc; the worker line fitted over 1, 2 and 4 workers; the cycle's growth
-# from 5000 to 100 000 nodes from bench-cycle --adaptive (0.178 -> 0.696 ms).
+# pod from /proc; the worker and Redis lines fitted over seven runs with 1-8 workers;
+# the cycle's growth from 5000 to 100 000 nodes from bench-cycle --adaptive
+# (0.178 -> 0.696 ms).
 MEASURED_5000 = Costs(
     watcher=0.163,
     queue=0.122,
     cache=0.119,
     binder=0.140,
     nats=0.096,
-    worker_fixed=0.330,
-    worker_per_worker=0.042,
-    redis_fixed=0.041,
-    redis_per_worker=0.003,
+    worker_fixed=0.336,
+    worker_per_worker=0.045,
+    redis_fixed=0.042,
+    redis_per_worker=0.0024,
 )
 CYCLE_GROWTH_TO_100K = 0.696 - 0.178
 

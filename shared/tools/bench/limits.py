@@ -34,6 +34,7 @@ from shared.subjects import STREAMS
 from shared.tools.bench.resources import usage
 from shared.tools.bench.workloads import WORKLOADS
 from shared.tools.client import _event
+from shared.tools.natscluster import start_nats_cluster
 from shared.tools.servers import Server, start_nats, start_redis
 
 WINDOW = 256  # publishes in flight, as the bench driver
@@ -75,21 +76,23 @@ def pod_event() -> bytes:
     return _event("ADDED", pod)
 
 
-def _cpu(server: Server) -> float:
-    u = usage(server.proc.pid)
-    return u.cpu_seconds if u else 0.0
+def _cpu(*servers: Server) -> float:
+    """CPU seconds so far of every server (a cluster's are added up)."""
+    return sum(u.cpu_seconds for s in servers if (u := usage(s.proc.pid)) is not None)
 
 
-async def jetstream_publish(server: Server, body: bytes, n: int, what: str) -> Limit:
-    nc = await nats.connect(f"nats://127.0.0.1:{server.port}")
+async def jetstream_publish(
+    servers: list[Server], body: bytes, n: int, what: str, replicas: int = 1
+) -> Limit:
+    nc = await nats.connect([f"nats://127.0.0.1:{s.port}" for s in servers])
     js = nc.jetstream()
     cluster = next(s for s in STREAMS if s.name == "KSCHED_CLUSTER")
-    await js.add_stream(stream_config(cluster))
-    cpu0, t0 = _cpu(server), time.perf_counter()
+    await js.add_stream(stream_config(cluster, replicas))
+    cpu0, t0 = _cpu(*servers), time.perf_counter()
     for start in range(0, n, WINDOW):
         subjects = [f"ksched.cluster.pods.bench.p{i}" for i in range(start, min(n, start + WINDOW))]
         await asyncio.gather(*(js.publish(s, body) for s in subjects))
-    seconds, cpu = time.perf_counter() - t0, _cpu(server) - cpu0
+    seconds, cpu = time.perf_counter() - t0, _cpu(*servers) - cpu0
     await js.delete_stream(cluster.name)
     await nc.close()
     return Limit(what, n, seconds, cpu)
@@ -154,17 +157,31 @@ async def nats_limits(server: Server, n: int, big: int) -> list[Limit]:
     body = pod_event()
     large = b"x" * big
     return [
-        await jetstream_publish(server, body, n, f"JetStream publish {len(body)} B (pod event)"),
-        await jetstream_publish(server, large, n // 4, f"JetStream publish {big} B"),
+        await jetstream_publish([server], body, n, f"JetStream publish {len(body)} B (pod event)"),
+        await jetstream_publish([server], large, n // 4, f"JetStream publish {big} B"),
         await core_publish(server, body, n, f"core publish {len(body)} B, 1 subscriber"),
         await core_publish(server, large, n // 4, f"core publish {big} B, 1 subscriber"),
     ]
+
+
+def replicated(workdir: Path, n: int) -> Limit:
+    """The pod event into an R3 stream on a 3-server cluster: the servers' CPU added up."""
+    cluster = start_nats_cluster(workdir)
+    try:
+        body = pod_event()
+        what = f"JetStream publish {len(body)} B, R3 (3 servers' CPU)"
+        return asyncio.run(jetstream_publish(cluster.servers, body, n, what, replicas=3))
+    finally:
+        cluster.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shared.tools.bench.limits")
     parser.add_argument("--ops", type=int, default=100_000)
     parser.add_argument("--big", type=int, default=16_384, help="bytes of the large body")
+    parser.add_argument(
+        "--cluster", action="store_true", help="also: the pod event into an R3 stream on 3 servers"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ksched-limits-") as tmp:
         nats_server = start_nats(Path(tmp) / "nats")
@@ -175,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             nats_server.stop()
             redis_server.stop()
+        if args.cluster:
+            limits.append(replicated(Path(tmp) / "cluster", args.ops))
     for limit in limits:
         print(limit.line())
     return 0
