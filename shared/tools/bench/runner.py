@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -32,7 +33,9 @@ from nats.js import JetStreamContext
 from shared import keys
 from shared.api.models import key_of
 from shared.runtime.connections import connect_redis
+from shared.tools.bench import traffic
 from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
+from shared.tools.bench.profile import Profiler
 from shared.tools.bench.resources import cpu_delta, peak_rss, usages
 from shared.tools.bench.workloads import Churn, Obj, Size, Workload
 from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod
@@ -76,6 +79,8 @@ class BenchResult:
     # means a worker gave a nominated pod's room away and the preemptor preempted again.
     victims: int | None = None
     preemptors_bound: int = 0
+    # Redis commands and stream writes per bound measured pod (traffic.py)
+    ops_per_pod: dict[str, float] = field(default_factory=dict)
 
     @property
     def average(self) -> float:
@@ -296,6 +301,7 @@ async def run_workload(
     paced_pods: int = 0,
     paced_rate: float | None = None,
     progress: Callable[[str], None] = print,
+    profile: Path | None = None,
 ) -> BenchResult:
     driver = Driver(stack, workload, size, timeout)
     nc = await nats.connect(servers=stack.nats_urls)
@@ -311,7 +317,7 @@ async def run_workload(
         await publish_all(js, init)
         await settle(driver.tracker, redis, [key_of(p) for p in init], timeout)
         progress(f"    {len(init)} init pods placed; publishing {size.measured_pods} measured pods")
-        return await _measure(driver, js, redis, variant, paced_pods, paced_rate, progress)
+        return await _measure(driver, js, redis, variant, paced_pods, paced_rate, progress, profile)
     finally:
         await redis.aclose()
         await nc.close()
@@ -325,6 +331,7 @@ async def _measure(
     paced_pods: int,
     paced_rate: float | None,
     progress: Callable[[str], None],
+    profile: Path | None = None,
 ) -> BenchResult:
     workload, size, stack = driver.workload, driver.size, driver.stack
     side = [driver.churn(js, workload.churn)] if workload.churn else []
@@ -333,7 +340,11 @@ async def _measure(
     driver.pods.update(zip(keys_, measured, strict=True))
     pids = stack_pids(stack)
     counters0 = await pipeline_counters(driver.ports("worker"), driver.ports("cache"))
+    profiler = Profiler(profile, pids) if profile else None
     usage0 = usages(pids)
+    ops0 = await traffic.snapshot(redis, js)
+    if profiler:
+        profiler.start()
     collector = ThroughputCollector()
     timeline: list[tuple[float, int]] = []
     async with _background(*side):
@@ -346,6 +357,9 @@ async def _measure(
         seconds = max(driver.tracker.pods[k].bound_at for k in keys_) - start
         churn = driver.churn_figures(start, seconds) if workload.churn else {}
         usage1 = usages(pids)
+        ops1 = await traffic.snapshot(redis, js)
+        for line in await asyncio.to_thread(profiler.stop) if profiler else []:
+            progress(f"    {line}")
         counted = (await pipeline_counters(driver.ports("worker"), driver.ports("cache"))).minus(
             counters0
         )
@@ -358,7 +372,7 @@ async def _measure(
                 f"    paced {paced['pods']:.0f} pods at {paced['rate']:.0f}/s: latency p50 "
                 f"{paced['p50']:.1f} ms p99 {paced['p99']:.1f} ms"
             )
-    return _result(
+    result = _result(
         driver,
         variant,
         keys_,
@@ -370,6 +384,8 @@ async def _measure(
         paced,
         churn,
     )
+    result.ops_per_pod = traffic.per_pod(ops0, ops1, result.bound)
+    return result
 
 
 async def _paced_phase(

@@ -36,6 +36,7 @@ from shared.tools.bench.report import (
     write_summary,
 )
 from shared.tools.bench.runner import BenchResult, run_workload
+from shared.tools.bench.traffic import ops_line
 from shared.tools.bench.workloads import WORKLOADS, Workload
 from shared.tools.devstack import temporary_stack
 
@@ -73,6 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=900, help="seconds per phase")
     parser.add_argument("--out", type=Path, help="default: shared/tools/bench/results/{short,full}")
     parser.add_argument("--no-chart", action="store_true")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy the watcher, queue and cache over each measured phase; "
+        "collapsed stacks under DIR/<workload>-<workers>w/",
+    )
 
 
 def _size(w: Workload, args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -106,6 +113,7 @@ def _run_one(w: Workload, args: argparse.Namespace, workers: int, paced: int) ->
                 paced_pods=paced,
                 paced_rate=args.paced_rate,
                 progress=lambda line: print(line, flush=True),
+                profile=args.profile / f"{w.name}-{workers}w" if args.profile else None,
             )
         )
     print(
@@ -116,6 +124,7 @@ def _run_one(w: Workload, args: argparse.Namespace, workers: int, paced: int) ->
     )
     for line in churn_lines([result]):
         print(f"    {line}", flush=True)
+    print(f"    {ops_line(result.ops_per_pod)}", flush=True)
     return result
 
 

@@ -113,6 +113,11 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     bench.add_argument(
         "--no-batching", action="store_true", help="turn opportunistic batching off (KEP-5598)"
     )
+    bench.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="kube-scheduler's adaptive percentageOfNodesToScore (as the worker) instead of 100",
+    )
 
     bq = sub.add_parser("bench-queue", help="pop latency and throughput of the queue service")
     bq.add_argument("--single", type=int, default=500, help="measured single-pod pops")

@@ -1,0 +1,35 @@
+"""docs/scale.md's cost model: the processes a rate needs, and where it stops."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.tools.bench.costmodel import Costs, best, ceiling, plan
+
+# watcher, queue, cache, binder, nats; worker fixed and per worker; redis fixed and per worker
+COSTS = Costs(0.2, 0.1, 0.1, 0.1, 0.1, 0.5, 0.1, 0.05, 0.01)
+
+
+def test_a_plan_counts_each_process_kind_from_its_cost_per_pod() -> None:
+    p = plan(COSTS, 5000)
+    assert p is not None
+    # a worker has 1000 - 5000 * 0.1 = 500 ms a second left: 5000 * 0.5 / 500 = 5 workers
+    assert (p.workers, p.binders, p.shards) == (5, 1, 1)
+    # redis: 0.05 + 0.01 * 4 = 0.09 ms a pod, 450 ms a second: one instance
+    assert p.redis_instances == 1
+    per_pod = 0.2 + 0.1 + 0.1 + 0.1 + 0.1 + (0.5 + 0.5) + 0.09
+    assert p.cores == pytest.approx(5000 * per_pod / 1000)
+
+
+def test_past_the_refresh_ceiling_no_number_of_workers_carries_the_rate() -> None:
+    assert ceiling(COSTS) == pytest.approx(10_000)
+    assert plan(COSTS, 10_000) is None
+    best_plan = best(COSTS, cores=10_000)
+    assert best_plan is not None and best_plan.rate < 10_000
+
+
+def test_the_best_plan_fits_the_cores_and_the_next_step_does_not() -> None:
+    p = best(COSTS, cores=8)
+    assert p is not None and p.cores <= 8
+    after = plan(COSTS, p.rate + 100)
+    assert after is None or after.cores > 8
