@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,7 @@ from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request, request_all
 from shared.runtime.service import Runtime
+from shared.stages import BINDING, Stamps, encode
 from shared.subjects import (
     BIND_DEAD_LETTER,
     BIND_STREAM,
@@ -62,6 +64,7 @@ from shared.subjects import (
     MSG_ID_HEADER,
     PERMIT_VERDICTS,
     QUEUE_REPORT,
+    STAGES_HEADER,
     pod_subject,
 )
 from shared.wire import unpack
@@ -103,6 +106,9 @@ class Binder:
         )
         self.permit = PermitWaiter(rt, self._on_permit_decided)
         self.bound_by = {BOUND_BY_HEADER: identity()}
+        # The stage times of the pods in their binding cycle, by pod key: DefaultBinder
+        # hands write_binding the pod only, and the binding carries them (STAGES_HEADER).
+        self._stamps: dict[str, Stamps] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         reg = rt.registry
         self.binds = metrics.BINDS.counter(reg)
@@ -216,7 +222,11 @@ class Binder:
         node = req["node"]
         status = await fw.run_pre_bind_plugins(state, pod, node)
         if status.ok:
-            status = await fw.run_bind_plugins(state, pod, node)
+            self._stamps[req["key"]] = {**req.get("stamps", {}), BINDING: time.time()}
+            try:
+                status = await fw.run_bind_plugins(state, pod, node)
+            finally:
+                self._stamps.pop(req["key"], None)
         if not status.ok:
             fw.run_reserve_plugins_unreserve(state, pod, node)
             return BindOutcome(req, False, status.message() or "binding failed")
@@ -226,13 +236,15 @@ class Binder:
     async def write_binding(self, pod: PodInfo, node: str) -> Status:
         """DefaultBinder: publish the bound pod conditional on the scheduled version. A
         redelivered bind that already went through is recognised, not written twice."""
+        stamps = self._stamps.get(pod.key)
+        headers = {**self.bound_by, STAGES_HEADER: encode(stamps)} if stamps else self.bound_by
         try:
             await write_pod(
                 self.rt.js,
                 bound_pod(pod.raw, node),
                 pod.version,
                 patience=WRITE_PATIENCE,
-                headers=self.bound_by,
+                headers=headers,
             )
         except Conflict as err:
             if await self._already_bound(pod, node):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.cache.cache import ASSUMED, ASSUMED_POD_TTL, Cache, PodState
-from shared import keys
+from shared import keys, stages
 from shared.framework.interface import ClusterObjects
 from shared.framework.profile_map import ProfileMap
 from shared.framework.types import PodInfo
@@ -149,11 +149,12 @@ class CacheService:
             raise ValueError(f"unknown cache op {op!r}")
         return False
 
-    async def on_assume(self, body: dict[str, Any]) -> dict[str, list[AssumeReply]]:
+    async def on_assume(self, body: dict[str, Any]) -> dict[str, Any]:
         assumptions: list[Assumption] = body["assume"]
         results = [self._assume(a) for a in assumptions]
+        assumed = time.time()  # the batch's stage time (shared/stages.py)
         await self.flusher.flush()
-        return {"results": results}
+        return {"results": results, stages.ASSUMED: assumed}
 
     def _assume(self, a: Assumption) -> AssumeReply:
         framework = self.frameworks.get(a["profile"])

@@ -37,6 +37,7 @@ from shared.runtime.informer import watch_owners
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import apply_each, request_all, serve
 from shared.runtime.service import Runtime
+from shared.stages import QUEUED
 from shared.subjects import (
     CACHE_BINDING,
     QUEUE_EVENTS,
@@ -97,6 +98,7 @@ class QueueService:
         # events come from the watcher's leader only: a deposed one's are refused
         self.watcher_epoch = rt.epoch_floor("watcher")
         self._wake = asyncio.Event()
+        self._batch_stamps: dict[str, float] = {}  # the stage times of the events applied
         # Lapsed attempts waiting for their fence, and the task fencing a batch of them.
         self._lapsed: dict[str, Lapsed] = {}
         self._fencing: asyncio.Task[None] | None = None
@@ -197,6 +199,7 @@ class QueueService:
         if not await self.watcher_epoch.admit(body.get("epoch", 0)):
             return {"error": f"stale watcher epoch {body.get('epoch')!r}"}
         events: list[QueueEvent] = body["events"]
+        self._batch_stamps = body.get("stamps") or {}
         applied, failed = apply_each(events, self._apply_event)
         self._notify()
         await self.flusher.flush()
@@ -209,6 +212,7 @@ class QueueService:
             qpi = self.q.get(ev["key"])
             if qpi is not None and qpi.raw is ev["pod"]:
                 qpi.size = ev.get("size", 0)
+                qpi.stamps = {**self._batch_stamps, QUEUED: qpi.timestamp}
         elif op == "delete":
             self.q.delete(ev["key"])
         elif op == "assigned":
@@ -225,8 +229,9 @@ class QueueService:
         while True:
             popped = self.q.pop(limit, ReplyBudget(body_limit(self.rt.nc.max_payload)).fits)
             if popped:
+                at = time.time()
                 await self.flusher.flush()
-                return self._pop_reply(popped)
+                return {**self._pop_reply(popped), "popped": at}
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.stopping.is_set():
                 return self._pop_reply([])
@@ -390,4 +395,5 @@ def _wire(p: QueuedPodInfo) -> QueuedPod:
         "cycle": p.cycle,
         "initial_attempt_ts": p.initial_attempt_timestamp or 0.0,
         "nominated_node": p.nominated_node,
+        "stamps": p.stamps,
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from nats.aio.msg import Msg
@@ -27,6 +28,7 @@ from shared.runtime.consume import Deliveries, consume_batches, stream_sequence
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request_packed
 from shared.runtime.service import Runtime
+from shared.stages import ROUTED, WATCHED
 from shared.subjects import (
     CACHE_EVENTS,
     CLUSTER_STREAM,
@@ -99,6 +101,7 @@ class Watcher:
             self._leave.set()
 
     async def _handle(self, msgs: list[Msg]) -> None:
+        watched = time.time()
         limit = body_limit(self.rt.nc.max_payload)
         out = Outbound(limit)
         for index, msg in enumerate(msgs):
@@ -109,7 +112,7 @@ class Watcher:
                 out.add(index, *routed)
             except ValueError as err:
                 await self._reject(msg, str(err))
-        failed = await self._deliver(out)
+        failed = await self._deliver(out, watched)
         for index, reason in sorted(failed.items()):
             await self._reject(msgs[index], f"not applied: {reason}")
         await retry_forever("ack", msgs[-1].ack)
@@ -197,10 +200,10 @@ class Watcher:
         await retry_forever("publish error", publish)
         await retry_forever("undo the refused event", undo)
 
-    async def _deliver(self, out: Outbound) -> dict[int, str]:
+    async def _deliver(self, out: Outbound, watched: float) -> dict[int, str]:
         """Hand the batch to cache, then queue, each message retried until accepted;
         returns the events a receiver could not apply (by index), with the reason."""
-        head = {"epoch": self.rt.epoch}
+        head: dict[str, Any] = {"epoch": self.rt.epoch}
         failed: dict[int, str] = {}
         # Cache first: a pod that leaves the queue as bound should already count on its node.
         replies = await self._send(CACHE_EVENTS, out.cache_chunks(head), out.cache_from, failed)
@@ -209,6 +212,7 @@ class Watcher:
             # An assumed pod was deleted and freed room (kube's handleAssumedPodDeletion);
             # its DELETED event did not say where, so the hints see no object.
             out.add(-1, [move(EVENT_ASSIGNED_POD_DELETE)], [])
+        head["stamps"] = {WATCHED: watched, ROUTED: time.time()}  # the pods' stage times
         await self._send(QUEUE_EVENTS, out.queue_chunks(head), out.queue_from, failed)
         failed.pop(-1, None)
         return failed

@@ -12,6 +12,7 @@ from shared.framework.schedule_one import Scheduler, SchedulingError
 from shared.framework.status import Status
 from shared.framework.types import PodInfo
 from shared.messages import BindRequest, Outcome, QueuedPod, Report, report
+from shared.stages import BIND_REQUESTED, Stamps
 
 
 @dataclass
@@ -24,6 +25,7 @@ class Attempt:
     preemption: PostFilterResult | None = None  # what PostFilter decided, on a FitError
     waits: dict[str, float] = field(default_factory=dict)  # Permit said Wait: plugin -> timeout
     victims_gone: bool = False  # preemption found victims already deleted
+    stamps: Stamps = field(default_factory=dict)  # its stage times (shared/stages.py)
 
     @property
     def framework(self) -> Framework:
@@ -43,6 +45,7 @@ class Attempt:
             "pod": self.qp["pod"],
             "profile": self.framework.profile,
             "assumed_at": now,
+            "stamps": {**self.stamps, BIND_REQUESTED: now},
         }
         if self.waits:
             req["permit_waits"] = {p: now + t for p, t in self.waits.items()}
