@@ -80,7 +80,7 @@ def run_bench_latency(args: argparse.Namespace) -> int:
     report = latency_report(result, {"before": before, "after": after}, commit())
     out = (args.out or RESULTS / "latency") / "latency.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    out.write_text(json.dumps(report, indent=1) + "\n")  # stages in pipeline order
     for line in summary_lines(report):
         print(line)
     print(f"results: {out}")
