@@ -41,7 +41,7 @@ from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import PodInfo
 from shared.messages import BindRequest, Report, attempt_of_message_id, report
 from shared.plugins import REGISTRY
-from shared.runtime import metrics
+from shared.runtime import metrics, progress
 from shared.runtime.consume import consume_batches
 from shared.runtime.failures import Failure, record_failure
 from shared.runtime.framework_metrics import record_frameworks
@@ -72,6 +72,11 @@ from shared.wire import unpack
 log = logging.getLogger("ksched.binder")
 
 BATCH = 256
+# Batches in their binding cycle at once. One at a time, a pod that arrived while the
+# batch before it recorded its outcome (a request to the cache, the Scheduled events)
+# waited for that record: a fixed wait per pod at low rates. Binds are independent (the
+# consumer acks each message), so the next batch starts while the last one records.
+BATCHES_IN_FLIGHT = 4
 # The bind work queue's redelivery, set on purpose:
 # - BACKOFF (its first step is the ack wait): a binder killed mid-bind has its requests
 #   redelivered to another binder after 5 s; a request that keeps killing binders is
@@ -110,6 +115,7 @@ class Binder:
         # hands write_binding the pod only, and the binding carries them (STAGES_HEADER).
         self._stamps: dict[str, Stamps] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(BATCHES_IN_FLIGHT)
         reg = rt.registry
         self.binds = metrics.BINDS.counter(reg)
         self.dead_letters = metrics.BIND_DEAD_LETTERS.counter(reg)
@@ -143,7 +149,7 @@ class Binder:
         await self.rt.nc.subscribe(PERMIT_VERDICTS, cb=self._on_verdicts)
         self.rt.serving.set()
         waiter = asyncio.create_task(self.permit.run(self.stopping))
-        await consume_batches(psub, self.handle_batch, self.stopping, batch=BATCH)
+        await consume_batches(psub, self._start_batch, self.stopping, batch=BATCH)
         await waiter
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -153,6 +159,25 @@ class Binder:
         self.stopping.set()
 
     # --- intake -----------------------------------------------------------------
+
+    async def _start_batch(self, msgs: list[Msg]) -> None:
+        """Hand a batch to its own task once a slot is free (BATCHES_IN_FLIGHT); the
+        consumer loop then fetches the next one."""
+        await self._slots.acquire()
+        task = asyncio.create_task(self._tracked_batch(msgs))
+        self._tasks.add(task)
+        task.add_done_callback(self._batch_done)
+
+    async def _tracked_batch(self, msgs: list[Msg]) -> None:
+        with progress.current().work("binding a batch"):  # a stuck bind shows as a stall
+            await self.handle_batch(msgs)
+
+    def _batch_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._slots.release()
+        if not task.cancelled() and task.exception() is not None:
+            # Its messages stay unacked: redelivered after the ack wait, as after a crash.
+            log.error("batch failed", exc_info=task.exception())
 
     async def handle_batch(self, msgs: list[Msg]) -> None:
         now: list[tuple[Msg, BindRequest]] = []
