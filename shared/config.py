@@ -6,6 +6,8 @@ defaults. The plugin set per profile is validated by the framework.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,12 @@ from shared.api.models import DEFAULT_SCHEDULER_NAME, describe_validation_error
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
+
+# Feature gates (kube-scheduler's --feature-gates) ksched knows, with their defaults; set
+# in the file's featureGates, or KSCHED_FEATURE_GATES="Name=false,..." (which wins).
+OPPORTUNISTIC_BATCHING = "OpportunisticBatching"  # KEP-5598, on by default since 1.35
+FEATURE_GATES: dict[str, bool] = {OPPORTUNISTIC_BATCHING: True}
+FEATURE_GATES_ENV = "KSCHED_FEATURE_GATES"
 
 
 class ConfigError(ValueError):
@@ -63,9 +71,12 @@ class SchedulerConfiguration(_Model):
     pod_initial_backoff_seconds: float = Field(default=1, gt=0)
     pod_max_backoff_seconds: float = Field(default=10, gt=0)
     profiles: list[Profile] = Field(default_factory=lambda: [Profile()])
+    feature_gates: dict[str, bool] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check(self) -> SchedulerConfiguration:
+        for gate in self.feature_gates:
+            _known_gate(gate)
         if self.api_version != API_VERSION:
             raise ValueError(f"apiVersion must be {API_VERSION}, got {self.api_version!r}")
         if self.kind != KIND:
@@ -82,6 +93,34 @@ class SchedulerConfiguration(_Model):
     @property
     def scheduler_names(self) -> frozenset[str]:
         return frozenset(p.scheduler_name for p in self.profiles)
+
+    def feature_enabled(self, gate: str, environ: Mapping[str, str] = os.environ) -> bool:
+        """The gate's value: KSCHED_FEATURE_GATES, else featureGates, else its default."""
+        from_env = parse_feature_gates(environ.get(FEATURE_GATES_ENV, ""))
+        return from_env.get(gate, self.feature_gates.get(gate, FEATURE_GATES[gate]))
+
+
+def _known_gate(gate: str) -> None:
+    if gate not in FEATURE_GATES:
+        raise ValueError(
+            f"featureGates: unknown feature gate {gate!r}, known: {sorted(FEATURE_GATES)}"
+        )
+
+
+def parse_feature_gates(text: str) -> dict[str, bool]:
+    """`Name=true,Other=false` (kube's --feature-gates form)."""
+    gates: dict[str, bool] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition("=")
+        name, value = name.strip(), value.strip().lower()
+        if value not in ("true", "false"):
+            raise ConfigError(f"{FEATURE_GATES_ENV}: {item!r} is not Name=true or Name=false")
+        try:
+            _known_gate(name)
+        except ValueError as err:
+            raise ConfigError(f"{FEATURE_GATES_ENV}: {err}") from None
+        gates[name] = value == "true"
+    return gates
 
 
 def parse_config(doc: Any, source: str = "configuration") -> SchedulerConfiguration:

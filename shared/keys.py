@@ -13,9 +13,16 @@ theirs through one fenced Lua script (runtime/fencing.py, FencedBatch):
   ksched:cache:podgroups    hash  group "ns/name" -> PodGroup record (shared/podgroups.py)
                                   with its member pod keys
   ksched:cache:podgroups:version  str  bumped on every change of podgroups (int)
+  ksched:cache:nominations  hash  pod key -> Nomination record of a pending pod
+                                  (services/cache/nominations.py, Nomination.to_record)
   ksched:queue:pods         hash  pod key -> QueuedPodInfo record
                                   (services/queue/podinfo.py, QueuedPodInfo.to_record)
   ksched:queue:meta         hash  scheduling_cycle, move_request_cycle (ints)
+  ksched:<queue|cache>:state  hash  the state marker (runtime/watermark.py), written with
+                                  the state: incarnation (only when the whole state is
+                                  written), applied (the cluster stream sequence through
+                                  which watch events are applied), writes (flushes made
+                                  in this incarnation)
   ksched:lease:<service>:epoch  str  the newest lease epoch a leader of watcher/queue/
                                   cache wrote with (int, never expires): the fencing
                                   token. Epochs are handed out by leader election in the
@@ -35,9 +42,14 @@ CACHE_GENERATIONS = f"{PREFIX}:cache:generations"
 CACHE_GENERATION = f"{PREFIX}:cache:generation"
 CACHE_PODGROUPS = f"{PREFIX}:cache:podgroups"
 CACHE_PODGROUPS_VERSION = f"{PREFIX}:cache:podgroups:version"
+CACHE_NOMINATIONS = f"{PREFIX}:cache:nominations"
 
 QUEUE_PODS = f"{PREFIX}:queue:pods"
 QUEUE_META = f"{PREFIX}:queue:meta"
+
+
+def state_key(service: str) -> str:
+    return f"{PREFIX}:{service}:state"
 
 
 def lease_epoch_key(service: str) -> str:

@@ -49,6 +49,7 @@ CacheOp = Literal[
     "podgroup_upsert",
     "podgroup_delete",
     "group_member",
+    "pod_nominate",
 ]
 
 
@@ -59,7 +60,8 @@ class CacheEvent(TypedDict, total=False):
     uid: str
     seq: int
     node_name: str  # the pod's spec.nodeName, for pod_upsert
-    pod: dict[str, Any]  # raw pod, for pod_upsert
+    pod: dict[str, Any]  # raw pod, for pod_upsert and pod_nominate
+    nominated_node: str  # a pending pod's status.nominatedNodeName ("" cleared), pod_nominate
     podgroup: dict[str, Any]  # raw PodGroup, for podgroup_upsert (name: "ns/name")
     group: str  # for group_member: the pod `name` is (present) or is not in this group
     present: bool
@@ -82,6 +84,9 @@ class QueuedPod(TypedDict):
     # The nominator's node for the pod; it may be ahead of the pod's own
     # status.nominatedNodeName (preemption reported it before the watcher saw the write).
     nominated_node: NotRequired[str]
+    # The victims (pod keys) of the preemption that nominated it: any worker treats those
+    # its snapshot still shows on nominated_node as terminating (docs/preemption.md).
+    victims: NotRequired[list[str]]
     # Stage times so far (shared/stages.py): watched, routed, queued; popped is the reply's.
     stamps: NotRequired[dict[str, float]]
 
@@ -101,6 +106,9 @@ class NominatedPod(TypedDict):
     priority: int
     seq: int
     pod: dict[str, Any]
+    # The victims (pod keys) of its preemption on `node`, for kube's "terminating pod on
+    # the nominated node" check in every worker.
+    victims: NotRequired[list[str]]
 
 
 # --- operator -> worker (WHATIF), JSON so that `nats req` can ask ---------------
@@ -127,6 +135,7 @@ class Report(TypedDict, total=False):
     plugins: list[str]
     seq: int  # the pod's sequence after ksched's own status write
     nominated_node: str  # preemption nominated this node ("" clears the nomination)
+    victims: list[str]  # with nominated_node: the pod keys preemption deleted there
 
 
 # {"reports": [Report, ...], "move": "<event>" | None}
@@ -155,6 +164,9 @@ class Assumption(TypedDict, total=False):
     # The node's generation in the snapshot the worker chose it from (optional): the
     # cache skips re-running the filters when it is unchanged and they are node-local.
     generation: NotRequired[int]
+    # The incarnation of the cache's state that generation belongs to
+    # (runtime/watermark.py): a generation of another one says nothing.
+    incarnation: NotRequired[int]
     cycle: int  # the attempt: Permit verdicts and dead letters name it
 
 
@@ -164,6 +176,7 @@ class AssumeReply(TypedDict, total=False):
     plugin: str
     reasons: list[str]
     generation: int  # when ok: the node's generation with the pod committed on it
+    nominated: bool  # when refused: pods nominated to the node counted (docs/preemption.md)
 
 
 # {"assume": [Assumption, ...]} -> {"results": [AssumeReply, ...], "assumed": wall time}
@@ -228,3 +241,11 @@ class BindBatch(TypedDict):
     publish, one ack); a pod told to wait travels alone, as a BindRequest."""
 
     requests: list[BindRequest]
+
+
+def requests_in(body: Any) -> list[dict[str, Any]]:
+    """The request maps a bind work-queue message holds (a BindBatch's, or the one
+    BindRequest), unchecked: whatever an undecodable message still shows too."""
+    if isinstance(body, dict) and isinstance(body.get("requests"), list):
+        return [r for r in body["requests"] if isinstance(r, dict)]
+    return [body] if isinstance(body, dict) else []

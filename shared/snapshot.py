@@ -2,7 +2,11 @@
 
 The cache stamps each changed NodeInfo with a new generation; a refresh reads
 only the nodes whose generation moved since the last one (the seeds'
-headNode/generation idea), in one Redis round trip.
+headNode/generation idea), in one Redis round trip. Generations count within one
+incarnation of the cache's state (runtime/watermark.py): when the incarnation
+changes (a new leader, a state rebuilt after Redis lost it), the refresh reads
+every node instead, and drops those the new state does not have. While Redis holds
+no cache state at all, the snapshot stays as it is.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class Snapshot:
         self.objects = objects or ClusterObjects()
         self.nodes: dict[str, NodeInfo] = {}
         self.generation = 0
+        self.incarnation = 0  # of the cache's state the generation counts in
         self._list: list[NodeInfo] | None = None
         self._position: dict[str, int] = {}
         self._columns: NodeColumns | None = None
@@ -87,14 +92,33 @@ class Snapshot:
         same changes again (at start, every node twice)."""
         async with self._refreshing:
             flat = await self._script(
-                keys=[keys.CACHE_GENERATIONS, keys.CACHE_NODEINFO], args=[self.generation]
+                keys=[keys.CACHE_GENERATIONS, keys.CACHE_NODEINFO, keys.state_key("cache")],
+                args=[self.generation, self.incarnation],
             )
+            incarnation = int(flat[0] or 0)
+            if not incarnation:
+                return 0  # Redis lost the cache's state; it is being written again
             changed = []
-            for i in range(0, len(flat), 3):
+            generations = [self.generation]
+            for i in range(1, len(flat), 3):
                 changed.append((flat[i].decode(), flat[i + 2]))
-                self.generation = max(self.generation, int(float(flat[i + 1])))
+                generations.append(int(float(flat[i + 1])))
+            if incarnation != self.incarnation:
+                self._start_over(incarnation, changed)
+                generations[0] = 0
+            self.generation = max(generations)
             self._apply(changed)
             return len(changed)
+
+    def _start_over(self, incarnation: int, changed: list[tuple[str, bytes | str | None]]) -> None:
+        """A new incarnation of the cache's state: `changed` is every node it has; the
+        others are gone, and commits acknowledged in an older incarnation are known by
+        their pods only (their generations do not compare)."""
+        listed = {name for name, _ in changed}
+        changed += [(name, None) for name in self.nodes if name not in listed]
+        for p in self._pending.values():
+            p.committed_at = _NOT_YET
+        self.incarnation = incarnation
 
     async def reload(self, redis: aioredis.Redis, names: set[str]) -> None:
         """Re-read `names` as committed (a local assumption on them was refused)."""

@@ -16,6 +16,8 @@ NODES_PREFIX = f"{CLUSTER_PREFIX}.nodes"
 PODS_PREFIX = f"{CLUSTER_PREFIX}.pods"
 PDBS_PREFIX = f"{CLUSTER_PREFIX}.pdbs"  # policy/v1 PodDisruptionBudgets, read by workers
 PODGROUPS_PREFIX = f"{CLUSTER_PREFIX}.podgroups"  # scheduling.x-k8s.io PodGroups
+# scheduling.k8s.io/v1alpha1 Workloads (the GangScheduling plugin), read by queue and workers
+WORKLOADS_PREFIX = f"{CLUSTER_PREFIX}.workloads"
 # scheduling.k8s.io/v1 PriorityClasses (cluster-scoped), read by the watcher's admission
 PRIORITYCLASSES_PREFIX = f"{CLUSTER_PREFIX}.priorityclasses"
 # core/v1 Services and the controllers that own pods (apps/v1 ReplicaSets and
@@ -35,6 +37,7 @@ CLUSTER_KINDS: dict[str, tuple[str, bool]] = {
     "pod": (PODS_PREFIX, True),
     "pdb": (PDBS_PREFIX, True),
     "podgroup": (PODGROUPS_PREFIX, True),
+    "workload": (WORKLOADS_PREFIX, True),
     "service": (SERVICES_PREFIX, True),
     "replicaset": (REPLICASETS_PREFIX, True),
     "statefulset": (STATEFULSETS_PREFIX, True),
@@ -67,6 +70,11 @@ BIND_STREAM = "KSCHED_BIND"
 BIND_SUBJECT = "ksched.internal.bind"
 BINDER_CONSUMER = "binder"
 WATCHER_CONSUMER = "watcher"
+# Queue and cache number each incarnation of the state they keep in Redis with the
+# sequence of a message published here (shared/runtime/watermark.py): a durable number
+# that only grows, whatever Redis forgets.
+STATE_STREAM = "KSCHED_STATE"
+INCARNATION_PREFIX = "ksched.internal.incarnation"
 
 QUEUE_EVENTS = "ksched.internal.queue.events"  # watcher -> queue: pod and cluster events
 QUEUE_POP = "ksched.internal.queue.pop"  # worker -> queue: long-poll batch pop
@@ -103,6 +111,10 @@ CACHE_GROUP = "ksched-cache"
 LEASE_BUCKET = "KSCHED_LEASES"
 
 
+def incarnation_subject(service: str) -> str:
+    return f"{INCARNATION_PREFIX}.{service}"
+
+
 def micro_name(service: str) -> str:
     return f"{MICRO_PREFIX}{service}"
 
@@ -129,6 +141,10 @@ def pdb_subject(namespace: str, name: str) -> str:
 
 def pod_group_subject(namespace: str, name: str) -> str:
     return f"{PODGROUPS_PREFIX}.{namespace}.{name}"
+
+
+def workload_subject(namespace: str, name: str) -> str:
+    return f"{WORKLOADS_PREFIX}.{namespace}.{name}"
 
 
 def service_subject(namespace: str, name: str) -> str:
@@ -196,6 +212,12 @@ STREAMS: tuple[StreamSpec, ...] = (
         [f"{ERRORS_PREFIX}.>"],
         max_age_seconds=24 * 3600,
         description="rejected input, with the reason in the Ksched-Error header",
+    ),
+    StreamSpec(
+        STATE_STREAM,
+        [f"{INCARNATION_PREFIX}.>"],
+        max_msgs_per_subject=1,
+        description="incarnations of the state queue and cache derive into Redis",
     ),
     StreamSpec(
         BIND_STREAM,

@@ -80,6 +80,14 @@ class PodBuilder:
             self.annotation(MIN_AVAILABLE_ANNOTATION, str(min_available))
         return self
 
+    def workload(self, name: str, pod_group: str, replica: str = "") -> PodBuilder:
+        """A pod of Workload `name`'s pod group (GangScheduling's spec.workloadRef)."""
+        ref = {"name": name, "podGroup": pod_group}
+        if replica:
+            ref["podGroupReplicaKey"] = replica
+        self._obj["spec"]["workloadRef"] = ref
+        return self
+
     def priority(self, value: int) -> PodBuilder:
         self._spec["priority"] = value
         return self

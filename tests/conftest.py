@@ -9,7 +9,9 @@ import nats
 import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
 
+from shared.runtime.connections import ensure_streams
 from shared.runtime.leasestore import LeaseStore, ensure_lease_bucket
 from shared.tools.client import PodTracker
 from shared.tools.devstack import LocalStack, running
@@ -80,6 +82,16 @@ def nats_server(tmp_path: Path) -> Iterator[Server]:
     server = start_nats(tmp_path)
     yield server
     server.stop()
+
+
+@pytest.fixture
+async def js(nats_server: Server) -> AsyncIterator[JetStreamContext]:
+    """JetStream on that nats-server, with ksched's streams."""
+    nc = await nats.connect(f"nats://127.0.0.1:{nats_server.port}")
+    stream = nc.jetstream()
+    await ensure_streams(stream)
+    yield stream
+    await nc.close()
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ from shared.framework.handle import HandleProviders
 from shared.framework.profile_map import ProfileMap
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import PodInfo
-from shared.messages import BindRequest, Report, attempt_of_message_id, report
+from shared.messages import BindRequest, Report, attempt_of_message_id, report, requests_in
 from shared.plugins import REGISTRY
 from shared.runtime import metrics, progress
 from shared.runtime.consume import consume_batches
@@ -203,7 +203,7 @@ class Binder:
             reqs = self._requests(body)
         except Exception as err:
             reason = f"undecodable bind request: {err}"
-            await self._dead_letter(msg, reason, _requests_of(body), "undecodable")
+            await self._dead_letter(msg, reason, requests_in(body), "undecodable")
             return []
         delivered = _num_delivered(msg)
         if delivered >= MAX_DELIVER:
@@ -405,13 +405,6 @@ class Binder:
             rep.setdefault("seq", req["seq"])
             return rep
         return report(key, cycle, "error", reason)
-
-
-def _requests_of(body: Any) -> list[dict[str, Any]]:
-    """Whatever request dicts an undecodable message still shows."""
-    if isinstance(body, dict) and isinstance(body.get("requests"), list):
-        return [r for r in body["requests"] if isinstance(r, dict)]
-    return [body] if isinstance(body, dict) else []
 
 
 def _attempts(reqs: list[dict[str, Any]]) -> list[tuple[str, int]]:

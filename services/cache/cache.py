@@ -23,6 +23,9 @@ Pod states, as in the seed's cache walk-through:
 - Expire: a finished binding never confirmed within ttl, or an assumption never
   finished within unbound_ttl (its worker and binder vanished), frees its room.
 
+Nominations (nominations.py) reserve room at assume: a pod of lower or equal
+priority than a pod nominated to the node must fit with that pod counted there.
+
 An assumed pod also carries its Permit verdicts (allowed by / rejected by), set
 by permit signals: a pod waiting at Permit in some binder is an assumed pod, and
 its verdicts belong to that assumption (a new attempt starts with none).
@@ -34,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.cache.nominations import NOMINATION_TTL, Nomination, Nominations
+from shared.api.workload import gang_of_pod
 from shared.framework.columns import NodeColumns
 from shared.framework.cycle_state import CycleState
 from shared.framework.interface import ClusterObjects
@@ -136,6 +141,8 @@ class ImageState:
 class AssumeResult:
     ok: bool
     status: Status | None = None  # why the node no longer fits
+    # Refused while pods nominated to the node counted: its worker may not know them.
+    nominated: bool = False
 
 
 def _spreads_by_default(framework: Framework) -> bool:
@@ -154,10 +161,13 @@ class Cache:
         ttl: float = ASSUMED_POD_TTL,
         unbound_ttl: float = 300.0,
         objects: ClusterObjects | None = None,
+        nomination_ttl: float = NOMINATION_TTL,
     ) -> None:
         self.clock = clock
         self.ttl = ttl
         self.unbound_ttl = unbound_ttl
+        self.nomination_ttl = nomination_ttl
+        self.nominations = Nominations()
         # What plugins read besides nodes and pods (the service keeps it current).
         self.objects = objects or ClusterObjects()
         self.nodes: dict[str, NodeInfo] = {}
@@ -260,7 +270,9 @@ class Cache:
             return AssumeResult(False, _conflict(f"node {node_name!r} not found"))
         status = self.validate(framework, pod, info) if validate else None
         if status is not None and not status.ok:
-            return AssumeResult(False, status)
+            reserved = bool(framework.nominated_pods_for(pod, node_name))
+            return AssumeResult(False, status, nominated=reserved)
+        self.nominations.drop(pod.key)  # an assumed pod is no longer merely nominated
         state = PodState(pod.key, uid, node_name, ASSUMED, pod, seq, cycle=cycle)
         state.deadline = self.clock() + self.unbound_ttl
         self._place(state)
@@ -278,6 +290,8 @@ class Cache:
         in the cluster whose required anti-affinity could reach it."""
         info = self.nodes.get(node_name)
         if seen is None or info is None or info.raw_node is None or info.generation != seen:
+            return False
+        if self.nominations.has(node_name):  # the worker may not have counted them
             return False
         if not framework.filter_names <= NODE_LOCAL_UNLESS_CONSTRAINED:
             return False
@@ -297,6 +311,7 @@ class Cache:
         state: plugins such as InterPodAffinity and PodTopologySpread look at every node."""
         cluster = self.cluster()
         framework.set_snapshot(cluster)
+        framework.handle.providers.nominated = self.nominations.by_node
         state = CycleState()
         result, status = framework.run_pre_filter_plugins(state, pod, cluster.nodes)
         if not status.ok:
@@ -309,7 +324,7 @@ class Cache:
             return Status(
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["node not among the PreFilter result"]
             )
-        return framework.run_filter_plugins(state, pod, info)
+        return framework.run_filter_plugins_with_nominated_pods(state, pod, info)
 
     def cluster(self) -> ClusterSnapshot:
         """Rebuilt when the set of nodes changes, else kept in step node by node. Its
@@ -363,7 +378,7 @@ class Cache:
             if (
                 state.state != ASSUMED
                 or state.rejected is not None
-                or not signal.matches(meta.namespace, meta.labels)
+                or not signal.matches(meta.namespace, meta.labels, gang_of_pod(state.pod.pod))
             ):
                 continue
             if signal.verdict == "reject":
@@ -383,8 +398,19 @@ class Cache:
             return None
         return state
 
+    # --- nominations ----------------------------------------------------------------
+
+    def nominate_pod(self, key: str, node: str, pod: PodInfo) -> None:
+        """The watcher saw a pending pod's status.nominatedNodeName (`node`, or "" once
+        cleared). A pod the cache holds as placed is no longer merely nominated (its
+        assume may come before the watcher delivers its nomination)."""
+        if key in self.pods:
+            return
+        self.nominations.nominate(key, node, pod, self.clock() + self.nomination_ttl)
+
     def add_pod(self, key: str, uid: str, node: str, pod: PodInfo, seq: int) -> None:
         """The watcher saw the pod bound to `node` (or an update of a bound pod)."""
+        self.nominations.drop(key)
         current = self.pods.get(key)
         state = PodState(key, uid, node, ADDED, pod, seq)
         if current is not None:
@@ -409,6 +435,7 @@ class Cache:
 
     def remove_pod(self, key: str) -> bool:
         """Returns whether the pod held room on a node (its removal may unblock others)."""
+        self.nominations.drop(key)  # a deleted pod's nomination lapses with it
         state = self.pods.get(key)
         if state is None:
             return False
@@ -424,17 +451,23 @@ class Cache:
         ]
         for state in expired:
             self._remove(state)
+        self.nominations.expire(now)
         return [s.key for s in expired]
 
     # --- persistence ------------------------------------------------------------
 
     def restore(
-        self, raw_nodes: list[dict[str, Any]], pods: list[PodState], generation: int
+        self,
+        raw_nodes: list[dict[str, Any]],
+        pods: list[PodState],
+        generation: int,
+        nominations: dict[str, Nomination] | None = None,
     ) -> None:
         for raw in raw_nodes:
             self.add_or_update_node(raw)
         for state in pods:
             self._place(state)
+        self.nominations.restore(nominations or {})
         self.generation = max(self.generation, generation)
         self.dirty_nodes.clear()
         self.dirty_pods.clear()

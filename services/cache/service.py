@@ -3,6 +3,10 @@
 Requests are applied to the pure Cache in memory (one event loop: one
 serialization point), then written through to Redis before the reply, so a
 worker never builds on an assumption that a restart could lose.
+
+A new leader takes the state over from Redis, or rebuilds it from the log when
+Redis lost it (runtime/watermark.py, rebuild.py); a leader whose writes find Redis
+lost them writes its whole state again, as a new incarnation.
 """
 
 from __future__ import annotations
@@ -12,25 +16,35 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from services.cache.cache import ASSUMED, ASSUMED_POD_TTL, Cache, PodState
+from services.cache.nominations import Nomination
+from services.cache.rebuild import assume_in_flight, unknown_to
 from shared import keys, stages
 from shared.framework.interface import ClusterObjects
 from shared.framework.profile_map import ProfileMap
 from shared.framework.types import PodInfo
 from shared.framework.waiting_pods import PermitSignal
-from shared.messages import AssumeReply, Assumption, CacheEvent, PermitState
+from shared.messages import AssumeReply, Assumption, BindRequest, CacheEvent, PermitState
 from shared.plugins import REGISTRY
 from shared.podgroups import PodGroups
+from shared.relist import pending_pods, read_in_flight, read_latest, route_latest
 from shared.runtime import metrics
+from shared.runtime.fencing import FencedBatch
 from shared.runtime.flush import Flusher
 from shared.runtime.informer import watch_owners
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import apply_each, chunks_for, serve
 from shared.runtime.service import Runtime
+from shared.runtime.watermark import (
+    CHECK_SECONDS,
+    StateWrites,
+    incarnation_base,
+    state_at_takeover,
+)
 from shared.subjects import (
     CACHE_ASSUME,
     CACHE_BINDING,
@@ -42,6 +56,19 @@ from shared.subjects import (
 from shared.wire import pack, unpack
 
 log = logging.getLogger("ksched.cache")
+
+SERVICE = "cache"
+# Everything the cache keeps in Redis (what a whole write replaces), bar its marker.
+STATE_KEYS = (
+    keys.CACHE_NODES,
+    keys.CACHE_PODS,
+    keys.CACHE_NODEINFO,
+    keys.CACHE_GENERATIONS,
+    keys.CACHE_GENERATION,
+    keys.CACHE_PODGROUPS,
+    keys.CACHE_PODGROUPS_VERSION,
+    keys.CACHE_NOMINATIONS,
+)
 
 
 def assumed_pod_ttl(env: Mapping[str, str]) -> float:
@@ -73,7 +100,9 @@ class CacheService:
         self._written_nodes: dict[str, Any] = {}
         self.frameworks = ProfileMap(rt.config, REGISTRY)
         self._set_pod_groups(PodGroups())
-        self.flusher = Flusher(self._write)
+        self.state = StateWrites(SERVICE, STATE_KEYS, lambda: rt.js, rt.redis, rt.fenced_writes)
+        self.mark = self.state.mark
+        self.flusher = Flusher(lambda: self.state.write(self._changes, self._everything))
         self.stopping = asyncio.Event()
         # events come from the watcher's leader only: a deposed one's are refused
         self.watcher_epoch = rt.epoch_floor("watcher")
@@ -85,7 +114,7 @@ class CacheService:
         self.pods_gauge = metrics.CACHE_PODS.gauge(reg)
 
     async def run(self) -> None:
-        await retry_forever("restore cache from redis", self._restore)
+        await retry_forever("take the cache's state over", self._take_over)
         js = self.rt.js
         await retry_forever(
             "watch Services and controllers", lambda: watch_owners(js, self.objects)
@@ -98,7 +127,8 @@ class CacheService:
         self.rt.serving.set()
         while not self.stopping.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), 1)
+                await asyncio.wait_for(self.stopping.wait(), CHECK_SECONDS)
+            await self.state.check()
             expired = self.cache.cleanup_expired()
             if expired:
                 self.expired.inc(len(expired))
@@ -121,9 +151,14 @@ class CacheService:
         if not await self.watcher_epoch.admit(body.get("epoch", 0)):
             return {"error": f"stale watcher epoch {body.get('epoch')!r}"}
         events: list[CacheEvent] = body["events"]
-        applied, failed = apply_each(events, self._apply)
+        applied, failed = apply_each(events, self._apply_new)
+        self.mark.through(body.get("through"))
         await self.flusher.flush()
         return {"applied": len(applied), "freed": sum(applied), "failed": failed}
+
+    def _apply_new(self, ev: CacheEvent) -> bool:
+        """Apply an event the state does not hold yet (a rebuild listed those up to its cut)."""
+        return False if self.mark.holds(ev.get("seq")) else self._apply(ev)
 
     def _apply(self, ev: CacheEvent) -> bool:
         """Apply one event; True when it freed room that a pending pod may use."""
@@ -139,6 +174,9 @@ class CacheService:
             self.cache.add_pod(ev["name"], ev.get("uid", ""), ev["node_name"], pod, ev["seq"])
         elif op == "pod_delete":
             return self.cache.remove_pod(ev["name"])
+        elif op == "pod_nominate":
+            pod = PodInfo.of(ev["pod"], ev["seq"])
+            self.cache.nominate_pod(ev["name"], ev["nominated_node"], pod)
         elif op == "podgroup_upsert":
             self.pod_groups.upsert_group(ev["name"], ev["podgroup"])
         elif op == "podgroup_delete":
@@ -160,7 +198,9 @@ class CacheService:
         framework = self.frameworks.get(a["profile"])
         if framework is None:
             return {"key": a["key"], "ok": False, "plugin": "", "reasons": ["unknown profile"]}
-        holds = self.cache.verdict_holds(framework, a["pod"], a["node"], a.get("generation"))
+        # a generation is a node's version within one incarnation of the state
+        seen = a.get("generation") if a.get("incarnation") == self.mark.incarnation else None
+        holds = self.cache.verdict_holds(framework, a["pod"], a["node"], seen)
         # validated by the watcher on entry; parsed here only when the filters run again
         pod = PodInfo.lazy(a["pod"], a["seq"]) if holds else PodInfo.of(a["pod"], a["seq"])
         result = self.cache.assume_pod(
@@ -173,7 +213,15 @@ class CacheService:
         status = result.status
         assert status is not None
         self.conflicts.labels(status.plugin).inc()
-        return {"key": a["key"], "ok": False, "plugin": status.plugin, "reasons": status.reasons}
+        reply: AssumeReply = {
+            "key": a["key"],
+            "ok": False,
+            "plugin": status.plugin,
+            "reasons": status.reasons,
+        }
+        if result.nominated:
+            reply["nominated"] = True
+        return reply
 
     async def on_binding(self, body: dict[str, Any]) -> dict[str, int]:
         for key, uid in body.get("finish", []):
@@ -210,18 +258,36 @@ class CacheService:
 
     # --- persistence ------------------------------------------------------------
 
-    async def _restore(self) -> None:
+    async def _take_over(self) -> None:
+        """The state as Redis holds it, or rebuilt from the log when Redis lost it (or
+        never held it); written back as a new incarnation before anything is served."""
+        takeover = await state_at_takeover(self.rt.js, self.rt.redis, SERVICE)
+        requests = await read_in_flight(self.rt.js)  # before the log: see rebuild.py
+        if takeover.lost is None and (await self._restore() or not takeover.first):
+            await self._reconcile(requests)
+            self.mark.start(takeover.incarnation, takeover.marker.applied)
+            await self.state.adopt()
+        else:
+            takeover.announce_rebuild(log, SERVICE)
+            cut = await self._rebuild(requests)
+            self.mark.start(takeover.incarnation, cut, cut=cut)
+            self.state.whole = True
+        await self.flusher.flush()
+
+    async def _restore(self) -> bool:
+        """The state as Redis holds it; False when it holds none."""
         redis = self.rt.redis
         raw_nodes = await redis.hgetall(keys.CACHE_NODES)
         raw_pods = await redis.hgetall(keys.CACHE_PODS)
         raw_groups = await redis.hgetall(keys.CACHE_PODGROUPS)
+        raw_nominations = await redis.hgetall(keys.CACHE_NOMINATIONS)
         generation = int(await redis.get(keys.CACHE_GENERATION) or 0)
-        self.cache = Cache(time.time, ttl=self.ttl, objects=self.objects)
-        self._written_nodes = {}
+        self._reset()
         self.cache.restore(
             [unpack(v) for v in raw_nodes.values()],
             [PodState.from_record(unpack(v)) for v in raw_pods.values()],
             generation,
+            {_text(k): Nomination.from_record(unpack(v)) for k, v in raw_nominations.items()},
         )
         pod_groups = PodGroups()
         for name, value in raw_groups.items():
@@ -234,27 +300,86 @@ class CacheService:
             len(raw_pods),
             self.cache.generation,
         )
+        return bool(raw_nodes or raw_pods or raw_groups)
 
-    async def _write(self) -> None:
+    def _reset(self) -> None:
+        self.cache = Cache(time.time, ttl=self.ttl, objects=self.objects)
+        self._written_nodes = {}
+        self._set_pod_groups(PodGroups())
+
+    async def _reconcile(self, requests: list[tuple[int, BindRequest]]) -> None:
+        """Bind requests whose pod the restored state does not know: assumptions Redis
+        lost after the watcher's last acknowledged event (rebuild.py)."""
+        unknown = unknown_to(self.cache, requests)
+        if not unknown:
+            return
+        pending = await pending_pods(self.rt.js, unknown)
+        assumed = assume_in_flight(self.cache, self.frameworks, requests, pending)
+        if assumed:
+            log.warning("assumptions Redis had lost, put back: %s", ", ".join(assumed[:20]))
+
+    async def _rebuild(self, requests: list[tuple[int, BindRequest]]) -> int:
+        """The state from the log; returns the stream sequence it is consistent at."""
+        relisted = route_latest(await read_latest(self.rt.js), self.rt.config.scheduler_names)
+        self._reset()
+        _, failed = apply_each(relisted.cache, self._apply)
+        assumed = assume_in_flight(self.cache, self.frameworks, requests, relisted.pending())
+        log.info(
+            "rebuilt from the log through sequence %d: %d nodes, %d pods (%d assumed), "
+            "%d events refused",
+            relisted.cut,
+            len(self.cache.nodes),
+            len(self.cache.pods),
+            len(assumed),
+            len(failed),
+        )
+        return relisted.cut
+
+    def _changes(self, pipe: FencedBatch) -> Callable[[], None] | None:
         nodes, pods = self.cache.take_dirty()
         groups = self.pod_groups.take_dirty()
-        if not nodes and not pods and not groups:
-            return
-        w = self._collect_nodes(nodes)
-        self._collect_pods(w, pods)
-        pipe = self.rt.fenced_writes()  # refused once a newer leader exists
-        self._write_groups(pipe, groups)
-        w.queue(pipe)
-        pipe.set(keys.CACHE_GENERATION, self.cache.generation)
-        try:
-            await pipe.execute()
-        except Exception:
-            for name in w.raw_nodes:  # not written after all
+        nominations = self.cache.nominations.take_dirty()
+        if not nodes and not pods and not groups and not nominations:
+            return None
+        written = self._queue_state(pipe, nodes, pods, groups, nominations)
+
+        def undo() -> None:  # not written after all
+            for name in written.raw_nodes:
                 self._written_nodes.pop(name, None)
             self.cache.dirty_nodes |= nodes
             self.cache.dirty_pods |= pods
             self.pod_groups.dirty |= groups
-            raise
+            self.cache.nominations.dirty |= nominations
+
+        return undo
+
+    def _everything(self, pipe: FencedBatch) -> None:
+        self.cache.take_dirty()
+        self.pod_groups.take_dirty()
+        self.cache.nominations.take_dirty()
+        self._written_nodes = {}
+        groups = set(self.pod_groups.specs) | set(self.pod_groups.members)
+        nominations = set(self.cache.nominations.by_key)
+        self._queue_state(pipe, set(self.cache.nodes), set(self.cache.pods), groups, nominations)
+        # set, not bumped: a worker's copy of the groups is of an older incarnation
+        pipe.set(keys.CACHE_PODGROUPS_VERSION, incarnation_base(self.mark.incarnation))
+
+    def _queue_state(
+        self,
+        pipe: FencedBatch,
+        nodes: set[str],
+        pods: set[str],
+        groups: set[str],
+        nominations: set[str],
+    ) -> _Write:
+        """The writes of these nodes, pods, groups and nominations into `pipe`."""
+        w = self._collect_nodes(nodes)
+        self._collect_pods(w, pods)
+        self._collect_nominations(w, nominations)
+        self._write_groups(pipe, groups)
+        w.queue(pipe)
+        pipe.set(keys.CACHE_GENERATION, self.cache.generation)
+        return w
 
     def _collect_nodes(self, names: set[str]) -> _Write:
         w = _Write()
@@ -279,6 +404,14 @@ class CacheService:
                 w.pods_gone.append(key)
             else:
                 w.pod_records[key] = pack(state.to_record())
+
+    def _collect_nominations(self, w: _Write, keys_: set[str]) -> None:
+        for key in keys_:
+            nomination = self.cache.nominations.by_key.get(key)
+            if nomination is None:
+                w.nominations_gone.append(key)
+            else:
+                w.nomination_records[key] = pack(nomination.to_record())
 
     def _write_groups(self, pipe: Any, groups: set[str]) -> None:
         for key in groups:
@@ -308,6 +441,8 @@ class _Write:
     generations: dict[str, int] = field(default_factory=dict)
     pods_gone: list[str] = field(default_factory=list)
     pod_records: dict[str, bytes] = field(default_factory=dict)
+    nominations_gone: list[str] = field(default_factory=list)
+    nomination_records: dict[str, bytes] = field(default_factory=dict)
 
     def queue(self, pipe: Any) -> None:
         if self.nodes_gone:
@@ -323,6 +458,10 @@ class _Write:
             pipe.hdel(keys.CACHE_PODS, *self.pods_gone)
         if self.pod_records:
             pipe.hset(keys.CACHE_PODS, mapping=self.pod_records)
+        if self.nominations_gone:
+            pipe.hdel(keys.CACHE_NOMINATIONS, *self.nominations_gone)
+        if self.nomination_records:
+            pipe.hset(keys.CACHE_NOMINATIONS, mapping=self.nomination_records)
 
 
 def _permit_state(key: str, cycle: int, cache: Cache) -> PermitState:

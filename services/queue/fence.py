@@ -60,6 +60,8 @@ class Fence:
 
 
 def lapse_message(lapsed: Lapsed, lease_seconds: float) -> str:
+    if not lapsed.cycle:  # held when the queue was rebuilt (lapse_unknown_attempts)
+        return "scheduler state lost in Redis and rebuilt from the log: attempt abandoned"
     if lapsed.binding:
         return f"binding did not complete within {lease_seconds:g}s"
     return f"scheduling attempt did not complete within {lease_seconds:g}s"

@@ -15,9 +15,11 @@ from typing import Any
 
 from services.queue.podinfo import SortKey, priority_sort_key
 from shared.api.models import DEFAULT_SCHEDULER_NAME
+from shared.api.workload import Workload
 from shared.config import ConfigError
 from shared.framework.events import (
     NODE,
+    WORKLOAD,
     QueueingHintFn,
     event_label,
     is_wildcard,
@@ -55,6 +57,8 @@ def to_hint_object(resource: str, raw: Mapping[str, Any] | None) -> Any:
         info = NodeInfo(name)
         info.set_node(dict(raw))
         return info
+    if resource == WORKLOAD:
+        return Workload.model_validate(dict(raw))
     return PodInfo.of(dict(raw))
 
 

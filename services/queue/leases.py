@@ -43,6 +43,17 @@ class LapsedAttempts:
             expired.append(qpi)
         return expired
 
+    def lapse_unknown_attempts(self) -> int:
+        """After the queue's state was rebuilt from the log: the state Redis lost may have
+        handed any pending pod out (a worker at it, a binder about to bind it). So every
+        pod that could go out now is held as a lapsed attempt, of cycle 0 (none this
+        state knows of), and fenced like any before it goes out again. Returns how many."""
+        held = self._placements.live(ACTIVE)
+        for qpi in held:
+            qpi.cycle, qpi.lease_deadline = 0, 0.0
+            self._place(qpi, INFLIGHT)
+        return len(held)
+
     def requeue_lapsed(self, key: str, cycle: int, seq: int | None) -> bool:
         """The lapsed attempt `cycle` was fenced (the pod's subject is now at `seq`, past
         anything the attempt could bind): back to activeQ, keeping its turn. False when

@@ -42,6 +42,7 @@ class QueuedPodInfo:
     # -1 means "same as seq".
     raw_seq: int = -1
     nominated_node: str = ""  # the nominator's node for this pod, persisted with it
+    victims: list[str] = field(default_factory=list)  # of the preemption that nominated it
     size: int = 0  # bytes of the pod object on the wire (0: not known yet), for pop batches
     # The stage times of the event that last put the pod in the queue (shared/stages.py),
     # passed on to workers; not persisted (a restored pod has none).

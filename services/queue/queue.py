@@ -55,6 +55,7 @@ from services.queue.podinfo import (
     pod_priority,
     priority_sort_key,
 )
+from shared.api.workload import gang_of
 from shared.framework.events import (
     BACKOFF_COMPLETE,
     EVENT_ASSIGNED_POD_ADD,
@@ -306,10 +307,10 @@ class SchedulingQueue(LapsedAttempts):
         else:
             self._place(qpi, ACTIVE, event)
             self._nominate(qpi, nominated_node_name(raw))
-        if pod_group_of(raw):
-            # A new member may complete a gang that Coscheduling rejected. Only for
-            # gang pods: every other pod add would make the queue look at all its
-            # unschedulable pods for nothing.
+        if pod_group_of(raw) or gang_of(raw):
+            # A new member may complete a gang that Coscheduling rejected or that
+            # GangScheduling's PreEnqueue holds. Only for gang pods: every other pod add
+            # would make the queue look at all its unschedulable pods for nothing.
             self.move_all_to_active_or_backoff(EVENT_UNSCHEDULED_POD_ADD, None, raw)
 
     def _nominate(self, qpi: QueuedPodInfo, node: str) -> None:
@@ -362,6 +363,7 @@ class SchedulingQueue(LapsedAttempts):
         plugins: list[str],
         seq: int | None = None,
         nominated_node: str | None = None,
+        victims: list[str] | None = None,
     ) -> bool:
         """The scheduling or binding attempt of `cycle` failed: kube's
         AddUnschedulableIfNotPresent with queueing hints."""
@@ -378,6 +380,9 @@ class SchedulingQueue(LapsedAttempts):
         qpi.backoff_expiry = now + self.backoff_duration(qpi.attempts)
         if nominated_node is not None:
             self._nominate(qpi, nominated_node)  # preemption's ModeOverride
+            if list(victims or []) != qpi.victims:
+                qpi.victims = list(victims or [])
+                self.nominator.version += 1  # workers learn the victims with the nomination
         if self._moves.wait_for_event(qpi, unschedulable, plugins):
             self._place(qpi, UNSCHEDULABLE, SCHEDULE_ATTEMPT_FAILURE)
         else:
@@ -415,7 +420,28 @@ class SchedulingQueue(LapsedAttempts):
         """movePodsToActiveOrBackoffQueue over the candidates of the event."""
         if not self._moves.of_interest(ev.event):
             return 0  # no plugin registered this event: nothing to do, nothing to remember
-        return self._move_pods(ev, self._moves.candidates(self._placements, ev.event), pre_check)
+        moved = self._move_pods(ev, self._moves.candidates(self._placements, ev.event), pre_check)
+        return moved + self._recheck_gated(ev)
+
+    def _recheck_gated(self, ev: ObservedEvent) -> int:
+        """kube moves gated pods on cluster events too, and its moveToActiveQ runs their
+        PreEnqueue plugins again (a gang's new member, its Workload). Only the gated pods
+        whose gating plugin registered the event and whose hint says Queue: with none
+        registered (SchedulingGates registers updates only) nothing is scanned."""
+        hints = self._moves.hints
+        interested = None if hints is None else hints.interested_plugins(ev.event)
+        if not interested or not self._placements.counts.get(GATED):
+            return 0
+        gated = [
+            qpi
+            for qpi in self._pods.values()
+            if qpi.where == GATED
+            and interested.intersection(qpi.unschedulable_plugins)
+            and self._moves.worth(qpi, ev)
+        ]
+        for qpi in gated:
+            self._requeue_if_admitted(qpi, ev.label)
+        return sum(1 for qpi in gated if qpi.where != GATED)
 
     def _move_pods(
         self, ev: ObservedEvent, candidates: list[QueuedPodInfo], pre_check: PreCheck | None

@@ -5,6 +5,10 @@ workers and binders report each attempt's outcome. Every change is written to
 Redis before the reply, so a restart keeps each pending pod with its attempts,
 backoff and sub-queue. The nominated pods are served on QUEUE_NOMINATED, and
 the pending pods on a nats.micro inspection service (inspect.py).
+
+A new leader takes the queue over from Redis, or rebuilds it from the log when Redis
+lost it (runtime/watermark.py, rebuild.py); a leader whose writes find Redis lost
+them writes the whole queue again, as a new incarnation.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
+from services.queue import gangs
 from services.queue.fence import Lapsed, Outcome, fence, lapse_message
 from services.queue.hints import QueueingHints, hints_of, queue_sort_key
 from services.queue.inspect import start_inspection, stats_reply
@@ -23,20 +29,38 @@ from services.queue.notready import NotReadyReporter
 from services.queue.podinfo import BINDING
 from services.queue.preenqueue import run_pre_enqueue
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
+from services.queue.rebuild import rebuild
 from shared import keys
-from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, action_type, event_from_label
+from shared.api.events import ClusterObject, SubjectRef
+from shared.api.workload import Workload
+from shared.framework.events import (
+    ADD,
+    EVENT_ASSIGNED_POD_DELETE,
+    WORKLOAD,
+    action_type,
+    event_from_label,
+)
 from shared.framework.interface import ClusterEvent, ClusterObjects
 from shared.framework.profile_map import ProfileMap
 from shared.framework.snapshot import ClusterSnapshot
 from shared.messages import NominatedPod, QueuedPod, QueueEvent, Report
 from shared.plugins import REGISTRY
+from shared.plugins.gangscheduling import NAME as GANG_SCHEDULING
+from shared.relist import read_latest, route_latest
 from shared.runtime import metrics
+from shared.runtime.fencing import FencedBatch
 from shared.runtime.flush import Flusher
 from shared.runtime.framework_metrics import record_frameworks
 from shared.runtime.informer import watch_owners
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import apply_each, request_all, serve
 from shared.runtime.service import Runtime
+from shared.runtime.watermark import (
+    CHECK_SECONDS,
+    StateWrites,
+    incarnation_base,
+    state_at_takeover,
+)
 from shared.stages import QUEUED
 from shared.subjects import (
     CACHE_BINDING,
@@ -49,6 +73,9 @@ from shared.subjects import (
 from shared.wire import body_limit, pack, unpack
 
 log = logging.getLogger("ksched.queue")
+
+SERVICE = "queue"
+STATE_KEYS = (keys.QUEUE_PODS, keys.QUEUE_META)  # what a whole write replaces
 
 UNSCHEDULABLE_FLUSH_SECONDS = 30.0
 # How often completed backoffs are flushed (kube: about every second). A finer tick
@@ -92,8 +119,14 @@ class QueueService:
         self.hints: QueueingHints = hints_of(profiles)
         self.sort_key = queue_sort_key(profiles)
         self.pre_enqueue = run_pre_enqueue(profiles)
+        # GangScheduling's PreEnqueue counts each gang's pods, bound ones too.
+        self.gangs_counted = any(
+            GANG_SCHEDULING in fw.plugins.instances for fw in profiles.values()
+        )
         self.q = self._new_queue()
-        self.flusher = Flusher(self._write)
+        self.state = StateWrites(SERVICE, STATE_KEYS, lambda: rt.js, rt.redis, rt.fenced_writes)
+        self.mark = self.state.mark
+        self.flusher = Flusher(lambda: self.state.write(self._changes, self._everything))
         self.stopping = asyncio.Event()
         # events come from the watcher's leader only: a deposed one's are refused
         self.watcher_epoch = rt.epoch_floor("watcher")
@@ -124,10 +157,13 @@ class QueueService:
         )
 
     async def run(self) -> None:
-        await retry_forever("restore queue from redis", self._restore)
+        await retry_forever("take the queue over", self._take_over)
         js = self.rt.js
+        if self.gangs_counted:
+            await retry_forever("list the gangs' pods", self._list_gang_members)
         await retry_forever(
-            "watch Services and controllers", lambda: watch_owners(js, self.objects)
+            "watch Services, controllers and Workloads",
+            lambda: watch_owners(js, self.objects, self._on_object),
         )
         self._notify()
         nc = self.rt.nc
@@ -140,24 +176,28 @@ class QueueService:
         await serve(nc, QUEUE_POP, self.on_pop, queue=QUEUE_GROUP, tracked=False)  # long polls
         await serve(nc, QUEUE_NOMINATED, self.on_nominated, queue=QUEUE_GROUP)
         self.rt.serving.set()
-        last_leftover_flush = time.monotonic()
+        last_leftover_flush = last_check = time.monotonic()
         while not self.stopping.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), TICK_SECONDS)
+            if time.monotonic() - last_check >= CHECK_SECONDS:
+                await self.state.check()
+                last_check = time.monotonic()
             self.q.flush_backoff_completed()
             self._fence_lapsed(self.q.expire_leases())
             if time.monotonic() - last_leftover_flush >= UNSCHEDULABLE_FLUSH_SECONDS:
                 self.q.flush_unschedulable_leftover()
                 last_leftover_flush = time.monotonic()
             self._notify()
-            if self.q.dirty:
+            if self.q.dirty or self.state.whole:
                 await self.flusher.flush_quietly(log)
 
     def _fence_lapsed(self, lapsed: list[QueuedPodInfo]) -> None:
         """Lapsed attempts are fenced off the event loop's tick, one batch at a time."""
         for qpi in lapsed:
-            self.lease_expired.inc()
-            log.warning("lease lapsed, fencing the attempt", extra={"pod": qpi.key})
+            if qpi.cycle:  # cycle 0: held when the queue was rebuilt, not a lapse
+                self.lease_expired.inc()
+                log.warning("lease lapsed, fencing the attempt", extra={"pod": qpi.key})
             self._lapsed[qpi.key] = Lapsed.of(qpi, binding=qpi.where == BINDING)
         if self._lapsed and (self._fencing is None or self._fencing.done()):
             batch, self._lapsed = list(self._lapsed.values()), {}
@@ -200,12 +240,41 @@ class QueueService:
             return {"error": f"stale watcher epoch {body.get('epoch')!r}"}
         events: list[QueueEvent] = body["events"]
         self._batch_stamps = body.get("stamps") or {}
-        applied, failed = apply_each(events, self._apply_event)
+        try:
+            applied, failed = apply_each(events, self._apply_new)
+        finally:
+            self._batch_stamps = {}  # a rebuild's listed pods have no stage times
+        self.mark.through(body.get("through"))
         self._notify()
         await self.flusher.flush()
         return {"applied": len(applied), "failed": failed}
 
+    async def _list_gang_members(self) -> None:
+        """Every gang's pods, pending and bound, from the log (upstream's workload
+        manager fills itself from the pod informer's list): what the queue kept in Redis
+        holds no bound pods. Before the queue serves events; those after the list's cut
+        come as any event does."""
+        relisted = route_latest(await read_latest(self.rt.js), self.rt.config.scheduler_names)
+        members: gangs.Members = {}
+        for ev in relisted.queue:
+            gangs.observe(members, ev)
+        self.objects.gang_members = members
+        log.info("gang members listed: %d gangs", len(members))
+
+    def _on_object(self, ref: SubjectRef, obj: ClusterObject | None) -> None:
+        """A Workload added or changed may let the gang pods PreEnqueue holds in (kube's
+        Workload/Add event); the tick flushes what moved."""
+        if isinstance(obj, Workload):
+            raw = obj.model_dump(by_alias=True)
+            self.q.move_all_to_active_or_backoff(ClusterEvent(WORKLOAD, ADD), None, raw)
+
+    def _apply_new(self, ev: QueueEvent) -> None:
+        """Apply an event the queue does not hold yet (a rebuild listed those up to its cut)."""
+        if not self.mark.holds(ev.get("seq")):
+            self._apply_event(ev)
+
     def _apply_event(self, ev: QueueEvent) -> None:
+        gangs.observe(self.objects.gang_members, ev)  # before: PreEnqueue counts the pod
         op = ev["op"]
         if op == "upsert":
             self.q.add(ev["key"], ev.get("uid", ""), ev["pod"], ev["seq"])
@@ -264,6 +333,7 @@ class QueueService:
             plugins=rep.get("plugins", []),
             seq=rep.get("seq"),
             nominated_node=rep.get("nominated_node"),
+            victims=rep.get("victims"),
         )
 
     async def on_nominated(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -279,16 +349,17 @@ class QueueService:
         for p in nominated[offset:]:
             if not budget.fits(p) and pods:
                 break
-            pods.append(
-                {
-                    "key": p.key,
-                    "uid": p.uid,
-                    "node": p.nominated_node,
-                    "priority": p.priority,
-                    "seq": p.seq,
-                    "pod": p.raw,
-                }
-            )
+            pod: NominatedPod = {
+                "key": p.key,
+                "uid": p.uid,
+                "node": p.nominated_node,
+                "priority": p.priority,
+                "seq": p.seq,
+                "pod": p.raw,
+            }
+            if p.victims:
+                pod["victims"] = p.victims
+            pods.append(pod)
         reply: dict[str, Any] = {"version": self.q.nominator.version, "pods": pods}
         if offset + len(pods) < len(nominated):
             reply["next"] = offset + len(pods)
@@ -323,7 +394,38 @@ class QueueService:
 
     # --- persistence ------------------------------------------------------------
 
-    async def _restore(self) -> None:
+    async def _take_over(self) -> None:
+        """The queue as Redis holds it, or rebuilt from the log when Redis lost it (or
+        never held it); written back as a new incarnation before anything is served."""
+        takeover = await state_at_takeover(self.rt.js, self.rt.redis, SERVICE)
+        if takeover.lost is None and (await self._restore() or not takeover.first):
+            self.mark.start(takeover.incarnation, takeover.marker.applied)
+            await self.state.adopt()
+        else:
+            takeover.announce_rebuild(log, SERVICE)
+            await self._rebuild(takeover.incarnation, fence=takeover.lost is not None)
+        # cycles of this incarnation: above any a lost state may have handed out
+        self.q.scheduling_cycle = max(
+            self.q.scheduling_cycle, incarnation_base(takeover.incarnation)
+        )
+        await self.flusher.flush()
+
+    async def _rebuild(self, incarnation: int, *, fence: bool) -> None:
+        """The pending pods from the log; `fence`: held until fenced (rebuild.py)."""
+        relisted = route_latest(await read_latest(self.rt.js), self.rt.config.scheduler_names)
+        self.q = self._new_queue()
+        held = rebuild(self.q, relisted.queue, self._apply_event, fence=fence)
+        log.info(
+            "built from the log through sequence %d: %d pending pods, %d held to be fenced",
+            relisted.cut,
+            len(self.q),
+            held,
+        )
+        self.mark.start(incarnation, relisted.cut, cut=relisted.cut)
+        self.state.whole = True
+
+    async def _restore(self) -> bool:
+        """The queue as Redis holds it; False when it holds none."""
         redis = self.rt.redis
         records = await redis.hgetall(keys.QUEUE_PODS)
         meta = await redis.hgetall(keys.QUEUE_META)
@@ -334,18 +436,31 @@ class QueueService:
         )
         self.q.take_dirty()
         log.info("restored %d pending pods", len(records), extra={"counts": self.q.counts()})
+        return bool(records or meta)
 
-    async def _write(self) -> None:
+    def _changes(self, pipe: FencedBatch) -> Callable[[], None]:
         dirty = self.q.take_dirty()
+        self._queue_state(pipe, dirty)
+
+        def undo() -> None:
+            self.q.dirty |= dirty
+
+        return undo
+
+    def _everything(self, pipe: FencedBatch) -> None:
+        self.q.take_dirty()
+        self._queue_state(pipe, {key for key, _ in self.q.pending()})
+
+    def _queue_state(self, pipe: FencedBatch, changed: set[str]) -> None:
+        """The records of the `changed` pods and the queue's counters."""
         gone: list[str] = []
         records: dict[str, bytes] = {}
-        for key in dirty:
+        for key in changed:
             qpi = self.q.get(key)
             if qpi is None:
                 gone.append(key)
             else:
                 records[key] = pack(qpi.to_record())
-        pipe = self.rt.fenced_writes()  # refused once a newer leader exists
         if gone:  # one command per change kind, however many pods changed
             pipe.hdel(keys.QUEUE_PODS, *gone)
         if records:
@@ -357,11 +472,6 @@ class QueueService:
                 "move_request_cycle": self.q.move_request_cycle,
             },
         )
-        try:
-            await pipe.execute()
-        except Exception:
-            self.q.dirty |= dirty
-            raise
 
 
 class ReplyBudget:
@@ -379,6 +489,7 @@ class ReplyBudget:
         if not qpi.size:
             qpi.size = len(pack(qpi.raw))
         need = qpi.size + len(qpi.key) + self.PER_POD
+        need += sum(len(v) + 8 for v in qpi.victims)  # a preemptor's victims travel with it
         if need > self.left:
             return False
         self.left -= need
@@ -386,7 +497,7 @@ class ReplyBudget:
 
 
 def _wire(p: QueuedPodInfo) -> QueuedPod:
-    return {
+    wired: QueuedPod = {
         "key": p.key,
         "uid": p.uid,
         "seq": p.seq,
@@ -397,3 +508,6 @@ def _wire(p: QueuedPodInfo) -> QueuedPod:
         "nominated_node": p.nominated_node,
         "stamps": p.stamps,
     }
+    if p.victims and p.nominated_node:
+        wired["victims"] = p.victims
+    return wired

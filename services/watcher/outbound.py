@@ -7,7 +7,10 @@ Each routed queue or cache item is packed once, as it is taken in, so that:
   back by ksched (the bound pod, a status), is refused at the door;
 - the batch goes out in as many messages as the server's max payload needs
   (shared.wire.pack_chunks), and a receiver's per-item failure points back to the
-  watch event it came from.
+  watch event it came from;
+- the last message to each receiver names the stream sequence the batch ends at
+  (`through`), an empty one if the batch has no item for it: once it is applied, so
+  is every event up to there (the state marker's `applied`, runtime/watermark.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from shared.wire import Chunk, dump_json, item_limit, pack, pack_chunks
 # what ksched adds when it writes the object back (spec.nodeName and the PodScheduled
 # condition of a binding, or a FailedScheduling message in the status).
 OBJECT_ROOM = 64 * 1024
+# Room the `through` field takes in the head of a batch's last message.
+THROUGH_ROOM = 32
 
 
 def object_limit(body_limit: int) -> int:
@@ -84,11 +89,21 @@ class Outbound:
             packed = pack({**event, "old": None, "new": None})
         return packed
 
-    def queue_chunks(self, head: dict[str, Any]) -> list[Chunk]:
-        return pack_chunks(self.queue, "events", self.limit, head)
+    def queue_chunks(self, head: dict[str, Any], through: int) -> list[Chunk]:
+        return _chunks(self.queue, self.limit, head, through)
 
-    def cache_chunks(self, head: dict[str, Any]) -> list[Chunk]:
-        return pack_chunks(self.cache, "events", self.limit, head)
+    def cache_chunks(self, head: dict[str, Any], through: int) -> list[Chunk]:
+        return _chunks(self.cache, self.limit, head, through)
+
+
+def _chunks(items: list[bytes], limit: int, head: dict[str, Any], through: int) -> list[Chunk]:
+    """The items' messages, the last naming `through` (one without items, if none)."""
+    last_head = {**head, "through": through}
+    chunks = pack_chunks(items, "events", limit - THROUGH_ROOM, head)
+    if not chunks:
+        return [Chunk(pack({**last_head, "events": []}), 0)]
+    tail = items[len(items) - chunks[-1].items :]
+    return chunks[:-1] + pack_chunks(tail, "events", limit, last_head)
 
 
 def _is_assigned_pod_delete(e: QueueEvent) -> bool:

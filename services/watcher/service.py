@@ -15,14 +15,13 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from services.watcher.outbound import Outbound, object_limit, too_large
-from services.watcher.routing import Informer, Routed, immutable_node_name, move, route
 from services.watcher.takeover import rewind, rewind_point, take_over
 from services.watcher.undo import undo_refused
 from services.watcher.warnings import FieldWarnings
 from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
-from shared.api.models import Pod, PriorityClass
-from shared.api.priority import PriorityClasses, Refused
+from shared.api.priority import PriorityClasses, admit_event
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE
+from shared.routing import Informer, Routed, immutable_node_name, move, route, stamped
 from shared.runtime import metrics
 from shared.runtime.consume import Deliveries, consume_batches, stream_sequence
 from shared.runtime.retry import retry_forever
@@ -112,7 +111,7 @@ class Watcher:
                 out.add(index, *routed)
             except ValueError as err:
                 await self._reject(msg, str(err))
-        failed = await self._deliver(out, watched)
+        failed = await self._deliver(out, stream_sequence(msgs[-1]), watched)
         for index, reason in sorted(failed.items()):
             await self._reject(msgs[index], f"not applied: {reason}")
         await retry_forever("ack", msgs[-1].ack)
@@ -134,7 +133,7 @@ class Watcher:
         if warning:
             self.warnings.labels(ev.kind).inc()
             log.warning("warning on %s: %s", msg.subject, warning, extra={"subject": msg.subject})
-        to_queue, to_cache = route(ev, self.served, self.informer)
+        to_queue, to_cache = stamped(route(ev, self.served, self.informer), seq)
         for item in to_queue:
             if item["op"] == "upsert":  # what the pod weighs in a pop reply
                 item["size"] = len(msg.data)
@@ -143,17 +142,7 @@ class Watcher:
     def _admit(self, ev: ClusterEvent) -> str | None:
         """PriorityClasses are remembered; a pod goes through Priority admission (its
         priorityClassName resolved to spec.priority), or the reason it is refused."""
-        if isinstance(ev.obj, PriorityClass):
-            if ev.type == "DELETED":
-                self.priority_classes.delete(ev.obj.metadata.name)
-            else:
-                self.priority_classes.upsert(ev.obj)
-        elif isinstance(ev.obj, Pod) and ev.type != "DELETED":
-            try:
-                ev.raw = self.priority_classes.admit(ev.raw)
-            except Refused as err:
-                return str(err)
-        return None
+        return admit_event(self.priority_classes, ev)
 
     async def _list_priority_classes(self) -> None:
         """Every PriorityClass the stream holds, before consuming: a leader resumes past
@@ -200,20 +189,30 @@ class Watcher:
         await retry_forever("publish error", publish)
         await retry_forever("undo the refused event", undo)
 
-    async def _deliver(self, out: Outbound, watched: float) -> dict[int, str]:
+    async def _deliver(self, out: Outbound, through: int, watched: float) -> dict[int, str]:
         """Hand the batch to cache, then queue, each message retried until accepted;
-        returns the events a receiver could not apply (by index), with the reason."""
+        returns the events a receiver could not apply (by index), with the reason.
+        Each also hears that the batch ends at stream sequence `through`."""
         head: dict[str, Any] = {"epoch": self.rt.epoch}
         failed: dict[int, str] = {}
-        # Cache first: a pod that leaves the queue as bound should already count on its node.
-        replies = await self._send(CACHE_EVENTS, out.cache_chunks(head), out.cache_from, failed)
-        freed = sum(r.get("freed", 0) for r in replies)
-        if freed > out.assigned_pod_deletes:
-            # An assumed pod was deleted and freed room (kube's handleAssumedPodDeletion);
-            # its DELETED event did not say where, so the hints see no object.
-            out.add(-1, [move(EVENT_ASSIGNED_POD_DELETE)], [])
-        head["stamps"] = {WATCHED: watched, ROUTED: time.time()}  # the pods' stage times
-        await self._send(QUEUE_EVENTS, out.queue_chunks(head), out.queue_from, failed)
+        cache = self._send(CACHE_EVENTS, out.cache_chunks(head, through), out.cache_from, failed)
+        marking: asyncio.Task[list[dict[str, Any]]] | None = None
+        if not out.cache:  # only the sequence: beside the queue's items, not before them
+            marking = asyncio.create_task(cache)
+        else:
+            # Cache first: a pod that leaves the queue as bound should already count on
+            # its node.
+            replies = await cache
+            if sum(r.get("freed", 0) for r in replies) > out.assigned_pod_deletes:
+                # An assumed pod was deleted and freed room (kube's
+                # handleAssumedPodDeletion); its DELETED event did not say where, so the
+                # hints see no object.
+                out.add(-1, [move(EVENT_ASSIGNED_POD_DELETE)], [])
+        # The pods' stage times go to the queue only (the cache's chunks are already packed).
+        to_queue = {**head, "stamps": {WATCHED: watched, ROUTED: time.time()}}
+        await self._send(QUEUE_EVENTS, out.queue_chunks(to_queue, through), out.queue_from, failed)
+        if marking is not None:
+            await marking
         failed.pop(-1, None)
         return failed
 

@@ -19,9 +19,10 @@ import contextlib
 import logging
 
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from shared.runtime.watermark import acked_through, all_consumers, is_watcher_consumer
 from shared.subjects import CLUSTER_PREFIX, CLUSTER_STREAM, WATCHER_CONSUMER
 
 log = logging.getLogger("ksched.watcher")
@@ -29,18 +30,6 @@ log = logging.getLogger("ksched.watcher")
 
 def consumer_name(epoch: int) -> str:
     return f"{WATCHER_CONSUMER}-{epoch}"
-
-
-def is_watcher_consumer(info: ConsumerInfo) -> bool:
-    """A watcher leader's durable ("watcher" alone: before leader election). Only
-    durables count: a publisher may create ephemeral consumers, never a durable."""
-    name = info.config.durable_name or ""
-    return name == WATCHER_CONSUMER or name.startswith(f"{WATCHER_CONSUMER}-")
-
-
-def resume_after(previous: list[ConsumerInfo]) -> int:
-    """The last stream sequence the predecessors fully handled (0: none, replay all)."""
-    return max((c.ack_floor.stream_seq for c in previous if c.ack_floor), default=0)
 
 
 def consumer_config(name: str, after: int) -> ConsumerConfig:
@@ -59,23 +48,12 @@ def consumer_config(name: str, after: int) -> ConsumerConfig:
     )
 
 
-async def _all_consumers(js: JetStreamContext) -> list[ConsumerInfo]:
-    """Every consumer of the stream: the API lists 256 at a time, and publishers'
-    ephemeral consumers count too."""
-    infos: list[ConsumerInfo] = []
-    while True:
-        page = await js.consumers_info(CLUSTER_STREAM, offset=len(infos))
-        infos += page
-        if not page:
-            return infos
-
-
 async def take_over(js: JetStreamContext, epoch: int) -> str:
     """Create this leader's consumer and delete its predecessors'; returns its name."""
     name = consumer_name(epoch)
-    infos = await _all_consumers(js)
+    infos = await all_consumers(js)
     previous = [c for c in infos if is_watcher_consumer(c) and c.name != name]
-    after = resume_after(previous)
+    after = acked_through(previous)
     if not any(c.name == name for c in infos):
         await js.add_consumer(CLUSTER_STREAM, consumer_config(name, after))
     for old in previous:

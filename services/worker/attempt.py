@@ -25,6 +25,12 @@ class Attempt:
     preemption: PostFilterResult | None = None  # what PostFilter decided, on a FitError
     waits: dict[str, float] = field(default_factory=dict)  # Permit said Wait: plugin -> timeout
     victims_gone: bool = False  # preemption found victims already deleted
+    # The cache refused it where pods nominated to the node counted: this worker's view
+    # of the nominations is behind (services/cache/nominations.py).
+    reserved_room: bool = False
+    # ... on its own nominated node: other nominations of equal or higher priority there
+    # hold room whose victims are still going; it waits for them, preempting no more.
+    waits_for_room: bool = False
     stamps: Stamps = field(default_factory=dict)  # its stage times (shared/stages.py)
 
     @property

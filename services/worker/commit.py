@@ -28,16 +28,22 @@ class Committer:
         self.snapshot = snapshot
         self.conflicts = conflicts
 
-    async def assume(self, placed: list[Attempt], committed: list[Attempt]) -> list[Attempt]:
-        """Commit `placed` at the cache; the committed join `committed`, the refused are
-        returned, their local assumption and Reserve undone."""
+    async def assume(
+        self, placed: list[Attempt], committed: list[Attempt]
+    ) -> tuple[list[Attempt], list[Attempt]]:
+        """Commit `placed` at the cache; the committed join `committed`. Returns the
+        refused (conflicts) and the unanswered (the cache is away: a new leader taking
+        over, or writing its state again after Redis lost it), their local assumption
+        and Reserve undone: the first are retried at once, the others later."""
         batch = [self._assumption(a) for a in placed]
         try:
             replies = await request_all(self.rt.nc, CACHE_ASSUME, batch, "assume", timeout=10)
             results = [(r, reply.get(ASSUMED)) for reply in replies for r in reply["results"]]
         except Exception as err:
-            log.warning("assume failed: %s", err)
-            results = [({"ok": False}, None)] * len(placed)
+            log.warning("assume not answered: %s", err)
+            for a in placed:
+                self._undo(a)
+            return [], placed
         refused = []
         for a, (result, assumed) in zip(placed, results, strict=True):
             if result["ok"]:
@@ -47,13 +53,19 @@ class Committer:
                 committed.append(a)
             else:
                 self.conflicts.labels(result.get("plugin", "")).inc()
-                self.snapshot.forget(a.pod, a.node)
-                a.framework.run_reserve_plugins_unreserve(a.state, a.pod, a.node)
-                # kube assumes before Reserve, so a failed assume runs no Unreserve there;
-                # ksched runs it only to undo Reserve, and drops what it asks of waiting pods.
-                a.framework.handle.take_permit_signals()
+                a.reserved_room = bool(result.get("nominated"))
+                nominated = a.pod.pod.status.nominated_node_name
+                a.waits_for_room = a.waits_for_room or (a.reserved_room and a.node == nominated)
+                self._undo(a)
                 refused.append(a)
-        return refused
+        return refused, []
+
+    def _undo(self, a: Attempt) -> None:
+        self.snapshot.forget(a.pod, a.node)
+        a.framework.run_reserve_plugins_unreserve(a.state, a.pod, a.node)
+        # kube assumes before Reserve, so a failed assume runs no Unreserve there;
+        # ksched runs it only to undo Reserve, and drops what it asks of waiting pods.
+        a.framework.handle.take_permit_signals()
 
     def _assumption(self, a: Attempt) -> Assumption:
         return {
@@ -65,6 +77,7 @@ class Committer:
             "profile": a.framework.profile,
             "cycle": a.cycle,
             "generation": self.snapshot.nodes[a.node].generation,
+            "incarnation": self.snapshot.incarnation,
         }
 
     async def hand_to_binders(self, committed: list[Attempt]) -> None:

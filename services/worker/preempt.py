@@ -38,6 +38,7 @@ from shared.api.podstatus import (
 from shared.framework.diagnosis import FitError
 from shared.framework.handle import HandleProviders
 from shared.framework.types import PodInfo
+from shared.plugins.defaultpreemption import NOT_ELIGIBLE_TERMINATING
 from shared.runtime.informer import Informer
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.snapshot import Snapshot
@@ -170,11 +171,26 @@ class PreemptionPhase:
         """PostFilter for a pod that fits nowhere; only on this path, so the hot path
         pays nothing. A nomination counts locally at once, so that the rest of the batch
         (and the other lane) leave the room to the preemptor."""
+        if a.waits_for_room or self._room_shared_with_nominations(a):
+            # kube's "terminating pod on the nominated node": other pods nominated there
+            # count against it while their victims (which this worker may not know of
+            # yet) are still going; it waits for them instead of preempting again.
+            err.diagnosis.post_filter_msg = NOT_ELIGIBLE_TERMINATING
+            return
         if a.framework.post_filters and err.num_all_nodes:
             self.attempts.inc()
         a.preemption = a.scheduler.run_post_filter(a.state, a.pod, err)
         if a.preemption is not None:
             self.nominate_locally(a.pod, a.preemption.nominated_node_name)
+
+    def _room_shared_with_nominations(self, a: Attempt) -> bool:
+        """Whether the pod fits its nominated node but for the other pods nominated there
+        (of equal or higher priority): its own room is there, shared with theirs."""
+        node = a.pod.pod.status.nominated_node_name
+        if not node or not a.framework.nominated_pods_for(a.pod, node):
+            return False
+        info = self.snapshot.cluster().get(node)
+        return info is not None and a.framework.run_filter_plugins(a.state, a.pod, info).ok
 
     def nominate_locally(self, pod: PodInfo, node: str) -> None:
         uid = pod.pod.metadata.uid

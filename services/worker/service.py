@@ -22,9 +22,11 @@ from services.worker.permit import PermitPhase
 from services.worker.preempt import PreemptionPhase, watch_pdbs
 from services.worker.whatif import WhatIf
 from shared.api.podstatus import scheduler_name, with_nominated_node
+from shared.config import OPPORTUNISTIC_BATCHING
 from shared.framework.diagnosis import FitError
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE, event_label
 from shared.framework.interface import ClusterObjects
+from shared.framework.opportunistic_batch import SNAPSHOT_CHANGED, OpportunisticBatch
 from shared.framework.profile_map import ProfileMap
 from shared.framework.schedule_one import Scheduler, SchedulingError
 from shared.framework.types import PodInfo
@@ -47,6 +49,7 @@ LANES = 2  # batches in flight per worker: one computes while another waits on I
 BATCH = 64
 POP_WAIT_MS = 1000
 MAX_CONFLICT_RETRIES = 3
+CACHE_AWAY = "the scheduler cache did not answer the assume; retried after backoff"
 # A batch should be reported well within the queue's in-flight lease (15 s by default):
 # past it the queue hands the pods out again and the redone work makes things worse.
 BATCH_SECONDS = 3.0
@@ -69,8 +72,14 @@ class Worker:
         percentage = rt.config.percentage_of_nodes_to_score
         profiles = ProfileMap(rt.config, REGISTRY)
         self.providers = profiles.providers  # what the plugins read beyond the snapshot
+        batching = rt.config.feature_enabled(OPPORTUNISTIC_BATCHING)
         self.schedulers = {
-            name: Scheduler(fw, percentage_of_nodes_to_score=percentage, rng=random.Random())
+            name: Scheduler(
+                fw,
+                percentage_of_nodes_to_score=percentage,
+                rng=random.Random(),
+                opportunistic=OpportunisticBatch(fw) if batching else None,
+            )
             for name, fw in profiles.items()
         }
         frameworks = list(profiles.values())
@@ -83,6 +92,8 @@ class Worker:
         self.duration = metrics.SCHEDULING_ATTEMPT_DURATION.histogram(reg)
         self.sli_duration = metrics.POD_SCHEDULING_SLI_DURATION.histogram(reg)
         self.pod_attempts = metrics.POD_SCHEDULING_ATTEMPTS.histogram(reg)
+        self.batch_attempts = metrics.BATCH_ATTEMPTS.counter(reg)
+        self.batch_flushed = metrics.BATCH_CACHE_FLUSHED.counter(reg)
         record_frameworks(frameworks, reg)
         self.committer = Committer(rt, self.snapshot, metrics.ASSUME_CONFLICTS.counter(reg))
         self.permit = PermitPhase(rt, self.snapshot, frameworks, self.providers)
@@ -147,9 +158,9 @@ class Worker:
         except Exception as err:  # Redis busy or away: the next batch refreshes anyway
             log.warning("idle refresh failed: %s", err)
 
-    async def _sync_nominated(self, version: int) -> None:
-        """Fetch the queue's nominated pods when they changed: Filter counts them on
-        their nodes (RunFilterPluginsWithNominatedPods)."""
+    async def _sync_nominated(self, version: int | None) -> None:
+        """Fetch the queue's nominated pods when they changed (None: whatever the
+        version): Filter counts them on their nodes (RunFilterPluginsWithNominatedPods)."""
         if version == self.nominated_version:
             return
         try:
@@ -159,6 +170,11 @@ class Worker:
             return  # kept stale; the next pop retries
         nominated: dict[str, list[PodInfo]] = {}
         for p in pods:
+            # kube's terminating pods, which every scheduler sees: victims of any
+            # preemption that this snapshot still shows on the nominated node. A pod
+            # nominated there waits for them rather than preempting again elsewhere.
+            for victim in p.get("victims", ()):
+                self.providers.terminating.setdefault(victim, p["node"])
             try:
                 nominated.setdefault(p["node"], []).append(PodInfo.of(p["pod"], p["seq"]))
             except Exception as err:  # validated at the watcher; never expected here
@@ -194,7 +210,7 @@ class Worker:
             if attempt is not None:
                 attempt.stamps = {**qp.get("stamps", {}), **(stamps or {})}
                 attempts.append(attempt)
-        committed, failed = await self._schedule_and_commit(attempts)
+        committed, failed, unanswered = await self._schedule_and_commit(attempts)
         await self.committer.hand_to_binders(committed)
         bound = [self._scheduled(a) for a in committed]
         if committed:
@@ -203,6 +219,7 @@ class Worker:
         failures = await asyncio.gather(*(self._record_failure(a, err) for a, err in failed))
         reports.extend(bound)
         reports.extend(failures)
+        reports.extend(self._unanswered(a) for a in unanswered)
         # Victims already gone mean this attempt read a node older than the queue's view:
         # their deletion may have moved pods before this one was parked; move it now.
         gone = any(a.victims_gone for a, _ in failed)
@@ -222,6 +239,10 @@ class Worker:
         raw = qp["pod"]
         if "nominated_node" in qp:  # the queue may know the nomination before the pod says it
             raw = with_nominated_node(raw, qp["nominated_node"]) or raw
+            # Victims of its preemption (by whichever worker) that this snapshot still
+            # shows are terminating: the pod waits for them instead of preempting again.
+            for victim in qp.get("victims", ()):
+                self.providers.terminating.setdefault(victim, qp["nominated_node"])
         try:
             pod = PodInfo.of(raw, qp["seq"])
         except Exception as err:  # validated at the watcher; never expected here
@@ -234,11 +255,14 @@ class Worker:
 
     async def _schedule_and_commit(
         self, attempts: list[Attempt]
-    ) -> tuple[list[Attempt], list[tuple[Attempt, Exception]]]:
+    ) -> tuple[list[Attempt], list[tuple[Attempt, Exception]], list[Attempt]]:
+        """The committed attempts, the failed ones, and those the cache did not answer."""
         committed: list[Attempt] = []
         failed: list[tuple[Attempt, Exception]] = []
+        unanswered: list[Attempt] = []
         for round_ in range(MAX_CONFLICT_RETRIES + 1):
             placed = []
+            self._flush_batching()
             for a in attempts:
                 error = self._place(a)
                 if error is None:
@@ -247,16 +271,20 @@ class Worker:
                     failed.append((a, error))
             if not placed:
                 break
-            refused = await self.committer.assume(placed, committed)
+            refused, away = await self.committer.assume(placed, committed)
+            unanswered += away
             if not refused:
                 break
             await self.snapshot.refresh()
             await self.snapshot.reload(self.rt.redis, {a.node for a in refused})
+            if any(a.reserved_room for a in refused):  # a nomination this worker missed
+                await self._sync_nominated(None)
             attempts = refused
             if round_ == MAX_CONFLICT_RETRIES:
                 failed.extend(
                     (a, RuntimeError("assume conflict, retries exhausted")) for a in refused
                 )
+        self._flush_batching()
         committed, rejected = self.permit.run(committed)
         if rejected:  # they were committed: give their room back
             for a, _ in rejected:
@@ -267,7 +295,24 @@ class Worker:
         # already find the allows (or rejections) this batch's Permit plugins sent.
         await self.permit.send_signals()
         failed.extend(rejected)
-        return committed, failed
+        return committed, failed, unanswered
+
+    def _flush_batching(self) -> None:
+        """Opportunistic batching reuses results only within one synchronous run of
+        cycles: while the worker awaited, objects the plugins read beside the snapshot
+        (namespaces, Services) may have changed in place. Its counts go to /metrics."""
+        for name, scheduler in self.schedulers.items():
+            ob = scheduler.opportunistic
+            if ob is None:
+                continue
+            ob.flush(SNAPSHOT_CHANGED)
+            for counts, metric in (
+                (ob.attempts, self.batch_attempts),
+                (ob.flushes, self.batch_flushed),
+            ):
+                for label, n in counts.items():
+                    metric.labels(name, label).inc(n)
+                counts.clear()
 
     def _place(self, a: Attempt) -> Exception | None:
         """The scheduling cycle up to Reserve, against the local snapshot."""
@@ -286,6 +331,12 @@ class Worker:
             return SchedulingError(status)
         self.snapshot.assume(a.pod, a.node)  # later pods in the batch see it
         return None
+
+    def _unanswered(self, a: Attempt) -> Report:
+        """No answer from the cache is no verdict on the pod: it goes back to the queue
+        to be tried again after its backoff, with no FailedScheduling written."""
+        self.attempts.labels("error", a.framework.profile).inc()
+        return queued_report(a.qp, "error", CACHE_AWAY)
 
     def _scheduled(self, a: Attempt) -> Report:
         """A pod handed to a binder: counted as scheduled, reported as assumed."""
@@ -319,6 +370,8 @@ class Worker:
         rep = await record_failure(self.rt.nc, a.qp["pod"], a.qp["seq"], failure, nominate)
         if rep.get("nominated_node"):
             await self.preemption.act_on(a, rep["nominated_node"])
+            assert a.preemption is not None
+            rep["victims"] = [v.key for v in a.preemption.victims]
         log.info(
             "pod unschedulable: %s",
             failure.message,

@@ -2,7 +2,7 @@
 
 A watch event is `{"type": ADDED|MODIFIED|DELETED, "object": <object>}` on
 `ksched.cluster.nodes.<name>`, `ksched.cluster.priorityclasses.<name>` or, for the
-namespaced kinds, `ksched.cluster.<kind>.<namespace>.<name>` (pods, pdbs, podgroups,
+namespaced kinds, `ksched.cluster.<kind>.<namespace>.<name>` (pods, pdbs, podgroups, workloads,
 services, replicasets, statefulsets, replicationcontrollers).
 The subject plays the part of the API server's URL: it fills a missing
 namespace/name in the object and must agree with the ones present.
@@ -37,6 +37,7 @@ from shared.api.pod_validation import pod_spec_errors
 from shared.api.podresources import pod_resources_errors
 from shared.api.schema import MAX_STRICT_ERRORS, unknown_in
 from shared.api.validation import SHOWN_MAX, go_escape, go_quote, label_errors, show_number
+from shared.api.workload import Workload, workload_errors
 from shared.subjects import CLUSTER_KINDS, object_of_subject
 from shared.wire import DecodeError, decode_user_payload, pack
 
@@ -45,18 +46,20 @@ Kind = Literal[
     "pod",
     "pdb",
     "podgroup",
+    "workload",
     "priorityclass",
     "service",
     "replicaset",
     "statefulset",
     "replicationcontroller",
 ]
-ClusterObject = Node | Pod | PodDisruptionBudget | PodGroup | PriorityClass | Owner
+ClusterObject = Node | Pod | PodDisruptionBudget | PodGroup | Workload | PriorityClass | Owner
 _MODELS: dict[str, type[ClusterObject]] = {
     "node": Node,
     "pod": Pod,
     "pdb": PodDisruptionBudget,
     "podgroup": PodGroup,
+    "workload": Workload,
     "priorityclass": PriorityClass,
     **{kind.lower(): model for kind, model in OWNER_MODELS.items()},
 }
@@ -66,6 +69,7 @@ _SCHEMA_TYPES = {
     "pod": "Pod",
     "pdb": "PodDisruptionBudget",
     "podgroup": "PodGroup",
+    "workload": "Workload",
     "priorityclass": "PriorityClass",
     "service": "Service",
     "replicaset": "ReplicaSet",
@@ -167,6 +171,10 @@ def _api_checks(kind: Kind, raw: dict[str, Any], key: TemplateKey | None) -> lis
     """The API server's checks of an object beyond its models: the fields its schema
     does not know (returned, to warn about) and, for a pod, the validation of its spec
     (BadEvent). Pods of one template share a spec: its checks are made once."""
+    if kind == "workload":
+        invalid = workload_errors(raw)
+        if invalid:
+            raise BadEvent(invalid_message("Workload", str(raw["metadata"].get("name")), invalid))
     if kind != "pod":
         return unknown_in(raw, _SCHEMA_TYPES[kind])
     invalid, in_spec = _spec_checks(raw.get("spec"), key)
@@ -202,7 +210,7 @@ def _validate_names(obj: ClusterObject) -> None:
         validate_subdomain(obj.metadata.name, "PodDisruptionBudget name")
     elif isinstance(obj, PriorityClass):
         validate_subdomain(obj.metadata.name, "PriorityClass name")
-    elif isinstance(obj, Pod | PodGroup):
+    elif isinstance(obj, Pod | PodGroup | Workload):
         validate_subdomain(obj.metadata.name, f"{obj.kind.lower()} name")
         validate_label(obj.metadata.namespace, "namespace")
     else:  # Services and controllers: the API server's message

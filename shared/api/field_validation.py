@@ -27,6 +27,7 @@ from shared.api.pod_validation import pod_spec_errors
 from shared.api.schema import bad_request, unknown_fields
 from shared.api.schema_fields import KINDS
 from shared.api.validation import aggregate, go_quote, label_errors
+from shared.api.workload import workload_errors
 
 # Kinds whose spec.template is a pod template the API server validates as a pod spec.
 TEMPLATE_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job")
@@ -88,12 +89,15 @@ def check_object(obj: Mapping[str, Any]) -> ObjectErrors:
 
 def validation_errors(obj: Mapping[str, Any]) -> list[str]:
     """The label grammar of the object's labels and, for a pod or a workload, its pod
-    spec's validation (a workload's template at spec.template)."""
+    spec's validation (a workload's template at spec.template); a scheduling.k8s.io
+    Workload's spec."""
     kind = obj.get("kind")
     errs = _labels(obj.get("metadata"), "metadata.labels")
     spec = obj.get("spec")
     if kind == "Pod":
         errs += pod_spec_errors(spec, "spec", node_selector=True)
+    elif kind == "Workload":
+        errs += workload_errors(obj)
     elif kind in TEMPLATE_KINDS and isinstance(spec, Mapping):
         template = spec.get("template")
         if isinstance(template, Mapping):

@@ -239,6 +239,15 @@ class PodSchedulingGate(K8sModel):
     name: str
 
 
+class WorkloadReference(K8sModel):
+    """core/v1 WorkloadReference (1.35, gate GenericWorkload): the pod's Workload, the
+    PodGroup of it the pod is in, and which replica of that group."""
+
+    name: str = ""
+    pod_group: str = ""
+    pod_group_replica_key: str = ""
+
+
 class PodSpec(K8sModel):
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
     node_name: str = ""
@@ -253,6 +262,7 @@ class PodSpec(K8sModel):
     tolerations: list[Toleration] = Field(default_factory=list)
     topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
     scheduling_gates: list[PodSchedulingGate] = Field(default_factory=list)
+    workload_ref: WorkloadReference | None = None
 
     @field_validator("scheduler_name", "node_name", "priority_class_name", mode="before")
     @classmethod

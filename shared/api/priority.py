@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shared.api.models import PriorityClass
+from shared.api.events import ClusterEvent
+from shared.api.models import Pod, PriorityClass
 
 # kube's scheduling.SystemClusterCritical / SystemNodeCritical and their values
 SYSTEM_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
@@ -99,3 +100,20 @@ class PriorityClasses:
         if stated is None:
             updated["priority"] = value
         return raw_pod if updated == spec else {**raw_pod, "spec": updated}
+
+
+def admit_event(classes: PriorityClasses, ev: ClusterEvent) -> str | None:
+    """A watch event through admission: a PriorityClass is remembered; a pod has its
+    priorityClassName resolved (`ev.raw` becomes the admitted pod), or the reason it
+    is refused."""
+    if isinstance(ev.obj, PriorityClass):
+        if ev.type == "DELETED":
+            classes.delete(ev.obj.metadata.name)
+        else:
+            classes.upsert(ev.obj)
+    elif isinstance(ev.obj, Pod) and ev.type != "DELETED":
+        try:
+            ev.raw = classes.admit(ev.raw)
+        except Refused as err:
+            return str(err)
+    return None

@@ -48,7 +48,8 @@ POD = {
         enableServiceLinks preemptionPolicy overhead:{}
         topologySpreadConstraints:[TopologySpreadConstraint] setHostnameAsFQDN os:PodOS
         hostUsers schedulingGates:[PodSchedulingGate] resourceClaims:[PodResourceClaim]
-        resources:ResourceRequirements hostnameOverride""",
+        resources:ResourceRequirements hostnameOverride workloadRef:WorkloadReference""",
+    "WorkloadReference": "name podGroup podGroupReplicaKey",
     "PodSecurityContext": """seLinuxOptions:SELinuxOptions windowsOptions:WindowsOptions
         runAsUser runAsGroup runAsNonRoot supplementalGroups supplementalGroupsPolicy fsGroup
         sysctls:[NameValue] fsGroupChangePolicy seccompProfile:Profile
@@ -235,6 +236,14 @@ SCHEDULING = {
     "PriorityClass": """...TypeMeta metadata:ObjectMeta value globalDefault description
         preemptionPolicy""",
     "PodGroup": "...TypeMeta metadata:ObjectMeta spec:PodGroupSpec status:PodGroupStatus",
+    # scheduling.k8s.io/v1alpha1 Workload (1.35)
+    "Workload": "...TypeMeta metadata:ObjectMeta spec:WorkloadSpec",
+    "WorkloadSpec": "controllerRef:TypedLocalObjectReference podGroups:[WorkloadPodGroup]",
+    "TypedLocalObjectReference": "apiGroup kind name",
+    "WorkloadPodGroup": "name policy:PodGroupPolicy",
+    "PodGroupPolicy": "basic:BasicSchedulingPolicy gang:GangSchedulingPolicy",
+    "BasicSchedulingPolicy": "",
+    "GangSchedulingPolicy": "minCount",
     "PodGroupSpec": "minMember minResources:{} scheduleTimeoutSeconds",
     "PodGroupStatus": "phase occupiedBy scheduled running succeeded failed scheduleStartTime",
     "PodDisruptionBudget": """...TypeMeta metadata:ObjectMeta spec:PodDisruptionBudgetSpec
@@ -375,4 +384,5 @@ KINDS: dict[str, str] = {
     "DaemonSet": "apps/v1",
     "Job": "batch/v1",
     "PodGroup": "scheduling.x-k8s.io/v1alpha1",
+    "Workload": "scheduling.k8s.io/v1alpha1",
 }

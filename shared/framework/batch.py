@@ -47,6 +47,61 @@ class BatchFilterResult:
     statuses: dict[int, Status] = field(default_factory=dict)
 
 
+FEW_ROWS = 16  # up to this many rows to score, node by node is cheaper
+
+
+class RawScores:
+    """Raw scores (before NormalizeScore and weights) per Score plugin and row, kept from
+    one pod to the next of the same signature (opportunistic_batch.py): a row's raw score
+    reads only its node and the pod, so it stands until that node changes."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._scores: dict[str, tuple[IntArray, BoolArray]] = {}
+
+    def get(
+        self,
+        name: str,
+        rows: IntArray,
+        score_all: Callable[[IntArray], IntArray | None],
+        score: Callable[[int], int | None],
+    ) -> IntArray | None:
+        """The raw scores of `rows`, asking only for the rows not known yet: node by node
+        if they are few (a plugin's score_all costs about the same for one row as for
+        all), else at once. None if a plugin could not say."""
+        known = self._scores.get(name)
+        if known is None:
+            known = self._scores[name] = (
+                np.zeros(self.n, dtype=np.int64),
+                np.zeros(self.n, dtype=np.bool_),
+            )
+        values, have = known
+        need = rows[~have[rows]]
+        if len(need):
+            got = self._ask(need, score_all, score)
+            if got is None:
+                return None
+            values[need] = got
+            have[need] = True
+        return values[rows]
+
+    @staticmethod
+    def _ask(
+        need: IntArray,
+        score_all: Callable[[IntArray], IntArray | None],
+        score: Callable[[int], int | None],
+    ) -> IntArray | None:
+        if len(need) > FEW_ROWS:
+            return score_all(need)
+        got = [score(row) for row in need.tolist()]
+        return None if None in got else np.array(got, dtype=np.int64)
+
+    def forget(self, rows: IntArray) -> None:
+        """Rows whose node changed: scored again when next asked."""
+        for _, have in self._scores.values():
+            have[rows] = False
+
+
 class BatchRunner:
     """Runs one framework's Filter and Score plugins over the columns."""
 
@@ -194,10 +249,16 @@ class BatchRunner:
         return status
 
     def run_score_plugins(
-        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeColumns,
+        rows: IntArray,
+        memo: RawScores | None = None,
     ) -> tuple[IntArray, dict[str, IntArray], Status]:
         """Weighted scores of the nodes at `rows`: the total and each plugin's. Plugins with
-        the batch form score all rows at once, the others node by node."""
+        the batch form score all rows at once (their raw scores kept in `memo`, if given,
+        and taken from it), the others node by node."""
         totals = np.zeros(len(rows), dtype=np.int64)
         per_plugin: dict[str, IntArray] = {}
         infos: list[NodeInfo] | None = None
@@ -207,7 +268,7 @@ class BatchRunner:
             scores: IntArray | None = None
             if self.batch_score[k]:
                 scores, status = self._score_batch(
-                    cast(BatchScorePlugin, plugin), state, pod, nodes, rows
+                    cast(BatchScorePlugin, plugin), state, pod, nodes, rows, memo
                 )
                 if not status.ok:
                     return totals, {}, status
@@ -231,12 +292,21 @@ class BatchRunner:
         pod: PodInfo,
         nodes: NodeColumns,
         rows: IntArray,
+        memo: RawScores | None = None,
     ) -> tuple[IntArray | None, Status]:
         rec = self.fw.plugin_recorder(state)
         name = cast(ScorePlugin, plugin).name
         try:
             start = time.perf_counter() if rec is not None else 0.0
-            scores = plugin.score_all(state, pod, nodes, rows)
+            if memo is None:
+                scores = plugin.score_all(state, pod, nodes, rows)
+            else:
+                scores = memo.get(
+                    name,
+                    rows,
+                    lambda r: plugin.score_all(state, pod, nodes, r),
+                    lambda row: _raw_score(cast(ScorePlugin, plugin), state, pod, nodes.infos[row]),
+                )
             if scores is None:
                 return None, SUCCESS
             if rec is not None:
@@ -255,6 +325,13 @@ class BatchRunner:
         if len(scores) and not _in_score_range(scores):
             return None, SUCCESS
         return scores, SUCCESS
+
+
+def _raw_score(plugin: ScorePlugin, state: CycleState, pod: PodInfo, node: NodeInfo) -> int | None:
+    """One node's raw score by the per-node form (None: not a success; the per-node
+    path then reports it)."""
+    value, status = plugin.score(state, pod, node)
+    return value if status.ok else None
 
 
 def _in_score_range(scores: IntArray) -> bool:

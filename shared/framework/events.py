@@ -83,6 +83,7 @@ POD = "Pod"
 NODE = "Node"
 ASSIGNED_POD = "AssignedPod"
 UNSCHEDULED_POD = "UnschedulablePod"
+WORKLOAD = "Workload"  # scheduling.k8s.io Workload (GangScheduling)
 WILDCARD = "*"
 
 # Labels of queue moves that are not cluster events (metrics, logs).

@@ -116,10 +116,13 @@ class Handle:
     def bind_pod(self) -> BindFn | None:
         return self.providers.bind_pod
 
-    def allow_waiting_pods(self, plugin: str, namespace: str, selector: dict[str, str]) -> None:
-        self.permit_signals.append(
-            PermitSignal("allow", plugin, namespace, tuple(sorted(selector.items())))
-        )
+    def allow_waiting_pods(
+        self, plugin: str, namespace: str, selector: dict[str, str], gang: str = ""
+    ) -> None:
+        """Allow the waiting pods of `namespace` the label `selector` matches, and only
+        those of `gang` when one is given (GangScheduling's pods share no label)."""
+        selected = tuple(sorted(selector.items()))
+        self.permit_signals.append(PermitSignal("allow", plugin, namespace, selected, gang=gang))
 
     def reject_waiting_pods(
         self, plugin: str, namespace: str, selector: dict[str, str], message: str

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from shared.api.owners import OWNER_MODELS, Controller, Owner, Service
+from shared.api.workload import Workload
 from shared.framework.status import Status
 from shared.framework.types import NodeInfo, PodInfo
 
@@ -181,6 +182,18 @@ class BatchFilterPlugin(Plugin, Protocol):
     ) -> BoolArray | None: ...
 
 
+SignFragment = tuple[str, Any]  # (key, plain data) of a pod signature
+
+
+@runtime_checkable
+class SignPlugin(Plugin, Protocol):
+    """KEP-5598's SignPlugin: the pod fields this plugin's verdicts and raw scores read,
+    as fragments of the pod's signature (shared/framework/signature.py); None refuses
+    the pod, whose results read other nodes and cannot be reused by the next pod."""
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None: ...
+
+
 @runtime_checkable
 class PostFilterPlugin(Plugin, Protocol):
     def post_filter(
@@ -275,6 +288,10 @@ class ClusterObjects:
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     services: dict[str, dict[str, Service]] = field(default_factory=dict)  # ns -> name ->
     controllers: dict[tuple[str, str, str], Controller] = field(default_factory=dict)
+    # GangScheduling: the Workloads ("ns/name"), and, in the queue, the keys of each
+    # gang's existing pods, pending or bound (its PreEnqueue counts them).
+    workloads: dict[str, Workload] = field(default_factory=dict)
+    gang_members: dict[str, set[str]] = field(default_factory=dict)
 
     def services_in(self, namespace: str) -> Iterable[Service]:
         return self.services.get(namespace, {}).values()
@@ -311,6 +328,10 @@ class ClusterObjects:
         if kind == "Namespace":
             meta = raw.get("metadata") or {}
             self.namespace_labels[meta.get("name", "")] = meta.get("labels") or {}
+            return True
+        if kind == "Workload":
+            workload = Workload.model_validate(raw)
+            self.workloads[workload.key] = workload
             return True
         model = OWNER_MODELS.get(kind) if isinstance(kind, str) else None
         if model is None:

@@ -11,7 +11,7 @@ from typing import Any, cast
 import numpy as np
 
 from shared.config import Profile
-from shared.framework.batch import BatchFilterResult, BatchRunner
+from shared.framework.batch import BatchFilterResult, BatchRunner, RawScores
 from shared.framework.columns import IntArray, NodeColumns
 from shared.framework.cycle_state import CycleState
 from shared.framework.handle import Handle
@@ -51,6 +51,7 @@ from shared.framework.interface import (
 )
 from shared.framework.profile import PluginFactory, ProfilePlugins, build_profile
 from shared.framework.reserve_bind import ReserveBindRunner
+from shared.framework.signature import Signer
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import SUCCESS, Code, Status, plugin_error
 from shared.framework.types import NodeInfo, PodInfo
@@ -90,6 +91,10 @@ class Framework(ReserveBindRunner):
         # path (tests turn it off to compare with the node-by-node path).
         self.nominated_by_amounts = True
         self.batch = BatchRunner(self)  # Filter and Score over the columns
+        # SignPod (KEP-5598): from the plugins of the points whose results a pod may reuse
+        self.signer = Signer(
+            self.profile_name, [*self.pre_filters, *self.filters, *self.pre_scores, *self.scores]
+        )
         # Told how long extension points and (sampled) plugins take; None: nothing timed.
         self.recorder: MetricsRecorder | None = None
         self._rng = random.Random()
@@ -432,10 +437,16 @@ class Framework(ReserveBindRunner):
 
     @timed(SCORE)
     def run_score_plugins_batch(
-        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, rows: IntArray
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeColumns,
+        rows: IntArray,
+        memo: RawScores | None = None,
     ) -> tuple[IntArray, dict[str, IntArray], Status]:
-        """Weighted scores of the nodes at `rows`, the total and each plugin's (batch.py)."""
-        return self.batch.run_score_plugins(state, pod, nodes, rows)
+        """Weighted scores of the nodes at `rows`, the total and each plugin's (batch.py);
+        raw scores kept in and taken from `memo` (opportunistic batching)."""
+        return self.batch.run_score_plugins(state, pod, nodes, rows, memo)
 
     def less(self, a: Any, b: Any) -> bool:
         return self.queue_sort.less(a, b)

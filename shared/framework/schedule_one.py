@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.framework.batch import BatchFilterResult
+from shared.framework.batch import BatchFilterResult, RawScores
 from shared.framework.columns import IntArray, NodeColumns, NodeRows
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import Diagnosis, FitError
 from shared.framework.interface import PostFilterResult
+from shared.framework.opportunistic_batch import POD_FAILED, OpportunisticBatch
 from shared.framework.runtime import Framework, select_host, select_row
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import Code, Status
@@ -60,6 +61,9 @@ class Scheduler:
     `batch` runs Filter and Score over the snapshot's columns for all nodes at once
     where every plugin involved can (the default plugins can for most pods); the
     per-node path gives the same answers and is kept for the rest, and for tests.
+    `opportunistic` (the OpportunisticBatching gate) lets a pod start from the results
+    of the previous pod of its signature on that path (opportunistic_batch.py): the
+    same decisions, for less work.
     """
 
     def __init__(
@@ -69,12 +73,14 @@ class Scheduler:
         percentage_of_nodes_to_score: int | None = None,
         rng: random.Random | None = None,
         batch: bool = True,
+        opportunistic: OpportunisticBatch | None = None,
     ) -> None:
         self.fw = framework
         self.percentage = percentage_of_nodes_to_score
         self.next_start_node_index = 0
         self.rng = rng or random.Random()
         self.batch = batch
+        self.opportunistic = opportunistic
 
     def schedule_pod(
         self, state: CycleState, pod: PodInfo, snapshot: ClusterSnapshot
@@ -90,9 +96,9 @@ class Scheduler:
             return ScheduleResult(pod.pod.status.nominated_node_name, 1, 1)
         if nodes is all_nodes and self.batch:
             # Every node is a candidate: Filter them all at once if the plugins can.
-            batch = self.fw.run_filter_plugins_batch(state, pod, snapshot.columns)
-            if batch is not None:
-                return self._schedule_batch(state, pod, snapshot.columns, batch)
+            result = self._schedule_all(state, pod, snapshot)
+            if result is not None:
+                return result
         feasible = self._filter(state, pod, nodes, diagnosis) if nodes else []
         if not feasible:
             raise FitError(pod.key, len(all_nodes), diagnosis)
@@ -161,8 +167,41 @@ class Scheduler:
 
     # --- the batch path ---------------------------------------------------------------
 
+    def _schedule_all(
+        self, state: CycleState, pod: PodInfo, snapshot: ClusterSnapshot
+    ) -> ScheduleResult | None:
+        """The batch path, from the previous pod's results if it had the same signature
+        (GetNodeHint), its own kept for the next pod (StoreScheduleResults); None when
+        a plugin needs the per-node path."""
+        ob = self.opportunistic
+        signature = ob.sign(pod) if ob is not None else None
+        reused = ob.reuse(state, pod, snapshot, signature) if ob is not None else None
+        batch: BatchFilterResult | None
+        raw: RawScores | None
+        if reused is not None:
+            batch, raw = reused
+        else:
+            batch = self.fw.run_filter_plugins_batch(state, pod, snapshot.columns)
+            raw = RawScores(snapshot.columns.n) if signature is not None else None
+        if batch is None:
+            return None
+        try:
+            result = self._schedule_batch(state, pod, snapshot.columns, batch, raw)
+        except (FitError, SchedulingError):
+            if ob is not None:
+                ob.flush(POD_FAILED)
+            raise
+        if ob is not None:
+            ob.store(signature, snapshot, batch, raw)
+        return result
+
     def _schedule_batch(
-        self, state: CycleState, pod: PodInfo, nodes: NodeColumns, batch: BatchFilterResult
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeColumns,
+        batch: BatchFilterResult,
+        raw: RawScores | None = None,
     ) -> ScheduleResult:
         rows, processed = self._sample(batch, nodes.n)
         if len(rows) == 0:
@@ -172,7 +211,7 @@ class Scheduler:
         status = self.fw.run_pre_score_plugins(state, pod, NodeRows(nodes, rows))
         if not status.ok:
             raise SchedulingError(status)
-        totals, _, status = self.fw.run_score_plugins_batch(state, pod, nodes, rows)
+        totals, _, status = self.fw.run_score_plugins_batch(state, pod, nodes, rows, raw)
         if not status.ok:
             raise SchedulingError(status)
         host = nodes.infos[int(rows[select_row(totals, self.rng)])].name

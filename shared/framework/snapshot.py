@@ -63,6 +63,14 @@ class ClusterSnapshot:
                 index.pop(info.name, None)
 
     @property
+    def affinity_node_names(self) -> frozenset[str]:
+        """Nodes holding pods with (anti-)affinity terms: a change of their pods may move
+        other nodes' verdicts (opportunistic batching re-checks everything then)."""
+        if not self._with_affinity and not self._with_anti_affinity:
+            return frozenset()
+        return frozenset(self._with_affinity) | frozenset(self._with_anti_affinity)
+
+    @property
     def have_pods_with_affinity(self) -> list[NodeInfo]:
         return list(self._with_affinity.values())
 

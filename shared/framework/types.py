@@ -186,6 +186,7 @@ _SLIM_SPEC = (
     "resources",
     "tolerations",
     "nodeSelector",
+    "workloadRef",  # GangScheduling counts a gang's placed pods
 )
 _SLIM_META = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp")
 

@@ -33,9 +33,14 @@ class PermitSignal:
     namespace: str
     selector: tuple[tuple[str, str], ...]  # label key/value pairs, all must match
     message: str = ""
+    gang: str = ""  # also: only pods of this gang (shared/api/workload.py gang_key)
 
-    def matches(self, namespace: str, labels: dict[str, str]) -> bool:
-        return namespace == self.namespace and all(labels.get(k) == v for k, v in self.selector)
+    def matches(self, namespace: str, labels: dict[str, str], gang: str = "") -> bool:
+        return (
+            namespace == self.namespace
+            and all(labels.get(k) == v for k, v in self.selector)
+            and (not self.gang or gang == self.gang)
+        )
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -44,6 +49,7 @@ class PermitSignal:
             "namespace": self.namespace,
             "selector": [list(kv) for kv in self.selector],
             "message": self.message,
+            "gang": self.gang,
         }
 
     @classmethod
@@ -52,7 +58,8 @@ class PermitSignal:
         if verdict not in ("allow", "reject"):
             raise ValueError(f"unknown permit verdict {verdict!r}")
         selector = tuple((str(k), str(v)) for k, v in rec["selector"])
-        return cls(verdict, str(rec["plugin"]), str(rec["namespace"]), selector, rec["message"])
+        plugin, namespace = str(rec["plugin"]), str(rec["namespace"])
+        return cls(verdict, plugin, namespace, selector, rec["message"], str(rec.get("gang", "")))
 
 
 def timeout_message(waited: float, plugin: str) -> str:

@@ -8,17 +8,31 @@
 -- twice); Redis keeps the newest it has seen. A writer below it gets the error FENCED and
 -- nothing at all is written (a deposed leader never overwrites its successor). A writer
 -- above it raises it ("set if greater": a new leader, or the current one bringing back an
--- epoch a Redis failover lost). An empty batch does only that; returns the commands run.
+-- epoch a Redis failover lost). An empty batch does only that.
+-- A command EXPECT, first in the batch, is a precondition, not a write: its arguments
+-- are field/value pairs its hash must hold (the state marker, runtime/watermark.py).
+-- When one does not hold, the error EXPECTED comes back and nothing at all is written,
+-- not even the epoch (a leader never writes over a state Redis lost). Both checks come
+-- before any write, since a script's error reply undoes nothing. Returns the commands run.
 local newest = tonumber(redis.call('GET', KEYS[1]) or '0')
 local epoch = tonumber(ARGV[1])
 if epoch < newest then
   return redis.error_reply('FENCED stale lease epoch ' .. ARGV[1] .. ' (newest ' .. newest .. ')')
 end
+local i, commands = 2, 0
+if ARGV[i] == 'EXPECT' then
+  local key, n = KEYS[tonumber(ARGV[i + 1])], tonumber(ARGV[i + 3])
+  for j = i + 4, i + 3 + n, 2 do
+    if redis.call('HGET', key, ARGV[j]) ~= ARGV[j + 1] then
+      return redis.error_reply('EXPECTED ' .. key .. ' ' .. ARGV[j] .. ' ' .. ARGV[j + 1])
+    end
+  end
+  i, commands = i + 4 + n, 1
+end
 if epoch > newest then
   redis.call('SET', KEYS[1], ARGV[1])
 end
 local CHUNK = 1000
-local i, commands = 2, 0
 while i <= #ARGV do
   local cmd, key = ARGV[i], KEYS[tonumber(ARGV[i + 1])]
   local stride, n = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])

@@ -26,6 +26,7 @@ MODULES: dict[str, str] = {
     "DefaultBinder": "defaultbinder",
     "DefaultPreemption": "defaultpreemption",
     "Coscheduling": "coscheduling",
+    "GangScheduling": "gangscheduling",
 }
 
 

@@ -21,8 +21,11 @@ from shared.framework.interface import (
     BatchScorePlugin,
     ScoreExtensions,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from shared.framework.plugin_args import arg_error
+from shared.framework.signature import resources_fragment
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.status import SUCCESS, Status
 from shared.framework.types import ImageStateSummary, NodeInfo, PodInfo
@@ -79,8 +82,11 @@ def calculate_priorities(sum_scores: IntArray, num_containers: int) -> IntArray:
     return MAX_NODE_SCORE * (clamped - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
 
 
-class ImageLocality(ScorePlugin, BatchScorePlugin):
+class ImageLocality(ScorePlugin, BatchScorePlugin, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        return [resources_fragment(pod)]  # the images are the containers'
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle

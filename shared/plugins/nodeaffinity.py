@@ -42,6 +42,8 @@ from shared.framework.interface import (
     PreFilterResult,
     PreScorePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from shared.framework.normalize import default_normalize_score, default_normalize_scores
 from shared.framework.plugin_args import arg_error, reject_unknown
@@ -52,6 +54,7 @@ from shared.framework.selectors import (
     parse_node_selector,
     parse_preferred_terms,
 )
+from shared.framework.signature import node_affinity_fragment
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 
@@ -161,8 +164,12 @@ class NodeAffinity(
     ScorePlugin,
     BatchScorePlugin,
     EnqueueExtensions,
+    SignPlugin,
 ):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        return [node_affinity_fragment(pod)]
 
     def __init__(
         self, added_selector: ParsedNodeSelector | None, added_preferred: PreferredTerms | None

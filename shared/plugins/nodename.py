@@ -19,8 +19,11 @@ from shared.framework.interface import (
     FilterPlugin,
     PreFilterPlugin,
     PreFilterResult,
+    SignFragment,
+    SignPlugin,
 )
 from shared.framework.plugin_args import reject_unknown
+from shared.framework.signature import node_name_fragment
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 
@@ -33,8 +36,11 @@ def fits(pod: PodInfo, node: NodeInfo) -> bool:
     return not wanted or wanted == node.name
 
 
-class NodeName(PreFilterPlugin, FilterPlugin, BatchFilterPlugin, EnqueueExtensions):
+class NodeName(PreFilterPlugin, FilterPlugin, BatchFilterPlugin, EnqueueExtensions, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        return [node_name_fragment(pod)]
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]

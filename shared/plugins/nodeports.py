@@ -22,8 +22,11 @@ from shared.framework.interface import (
     FilterPlugin,
     PreFilterPlugin,
     PreFilterResult,
+    SignFragment,
+    SignPlugin,
 )
 from shared.framework.plugin_args import reject_unknown
+from shared.framework.signature import resources_fragment
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import HostPort, NodeInfo, PodInfo
 
@@ -45,8 +48,11 @@ def conflicts(wanted: Iterable[HostPort], used: Collection[HostPort]) -> bool:
     return False
 
 
-class NodePorts(PreFilterPlugin, FilterPlugin, BatchFilterPlugin, EnqueueExtensions):
+class NodePorts(PreFilterPlugin, FilterPlugin, BatchFilterPlugin, EnqueueExtensions, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        return [resources_fragment(pod)]  # the host ports are the containers'
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]

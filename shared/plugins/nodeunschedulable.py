@@ -19,8 +19,11 @@ from shared.framework.interface import (
     ClusterEventWithHint,
     EnqueueExtensions,
     FilterPlugin,
+    SignFragment,
+    SignPlugin,
 )
 from shared.framework.plugin_args import reject_unknown
+from shared.framework.signature import tolerations_fragment
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.tainttoleration import tolerations_tolerate_taint
@@ -31,8 +34,11 @@ TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 _UNSCHEDULABLE_TAINT = Taint(key=TAINT_NODE_UNSCHEDULABLE, effect="NoSchedule")
 
 
-class NodeUnschedulable(FilterPlugin, BatchFilterPlugin, EnqueueExtensions):
+class NodeUnschedulable(FilterPlugin, BatchFilterPlugin, EnqueueExtensions, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        return [tolerations_fragment(pod)]
 
     def reads_only_the_node(self, pod: PodInfo) -> bool:
         """NodeOnlyFilter: preemption's dry run may skip this plugin once it passed."""

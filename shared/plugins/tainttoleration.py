@@ -27,9 +27,12 @@ from shared.framework.interface import (
     NodeScore,
     PreScorePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from shared.framework.normalize import default_normalize_score, default_normalize_scores
 from shared.framework.plugin_args import reject_unknown
+from shared.framework.signature import tolerations_fragment
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 
@@ -70,8 +73,12 @@ class TaintToleration(
     ScorePlugin,
     BatchScorePlugin,
     EnqueueExtensions,
+    SignPlugin,
 ):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        return [tolerations_fragment(pod)]
 
     def reads_only_the_node(self, pod: PodInfo) -> bool:
         """NodeOnlyFilter: preemption's dry run may skip this plugin once it passed."""

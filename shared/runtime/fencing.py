@@ -101,6 +101,17 @@ class FencedBatch:
     def set(self, name: str, value: Any) -> None:
         self._op("SET", name, 0, [value])
 
+    def delete(self, name: str) -> None:
+        self._op("DEL", name, 0, [])
+
+    def expect(self, name: str, mapping: dict[str, Any]) -> None:
+        """A precondition, first in the batch: hash `name` holds these field values, or
+        nothing is written and execute raises the script's EXPECTED error."""
+        args: list[Any] = []
+        for field, value in mapping.items():
+            args += [field, value]
+        self._op("EXPECT", name, 2, args)
+
     def incr(self, name: str) -> None:
         self._op("INCR", name, 0, [])
 

@@ -26,6 +26,7 @@ from shared.api.events import (
     parse_subject,
 )
 from shared.api.owners import OWNER_MODELS, Controller, Service
+from shared.api.workload import Workload
 from shared.framework.interface import ClusterObjects
 from shared.subjects import (
     CLUSTER_STREAM,
@@ -33,6 +34,7 @@ from shared.subjects import (
     REPLICATIONCONTROLLERS_PREFIX,
     SERVICES_PREFIX,
     STATEFULSETS_PREFIX,
+    WORKLOADS_PREFIX,
 )
 
 log = logging.getLogger("ksched.informer")
@@ -44,6 +46,7 @@ OWNER_PREFIXES = (
     REPLICASETS_PREFIX,
     STATEFULSETS_PREFIX,
     REPLICATIONCONTROLLERS_PREFIX,
+    WORKLOADS_PREFIX,  # not owners: the Workloads GangScheduling reads
 )
 _OWNER_KINDS = {kind.lower(): kind for kind in OWNER_MODELS}  # subject kind -> Kind
 
@@ -109,7 +112,13 @@ def owners_handler(objects: ClusterObjects) -> Handler:
     """Keeps `objects`' Services and controllers equal to the stream's."""
 
     def on_change(ref: SubjectRef, obj: ClusterObject | None) -> None:
-        if isinstance(obj, Service | Controller):
+        if ref.kind == "workload":
+            key = f"{ref.namespace}/{ref.name}"
+            if isinstance(obj, Workload):
+                objects.workloads[key] = obj
+            else:
+                objects.workloads.pop(key, None)
+        elif isinstance(obj, Service | Controller):
             objects.put(obj)
         else:
             objects.remove(_OWNER_KINDS[ref.kind], ref.namespace, ref.name)
@@ -117,7 +126,21 @@ def owners_handler(objects: ClusterObjects) -> Handler:
     return on_change
 
 
-async def watch_owners(js: JetStreamContext, objects: ClusterObjects) -> None:
-    """Start keeping `objects` current; returns once the stream's are read."""
-    informer = Informer(js, OWNER_PREFIXES, owners_handler(objects), "services and controllers")
+async def watch_owners(
+    js: JetStreamContext, objects: ClusterObjects, then: Handler | None = None
+) -> None:
+    """Start keeping `objects` current; returns once the stream's are read. `then` is
+    called after each change (the queue re-checks the pods a Workload gates)."""
+    handler = owners_handler(objects)
+    if then is not None:
+        handler = _chained(handler, then)
+    informer = Informer(js, OWNER_PREFIXES, handler, "services, controllers and workloads")
     await informer.start()
+
+
+def _chained(first: Handler, then: Handler) -> Handler:
+    def on_change(ref: SubjectRef, obj: ClusterObject | None) -> None:
+        first(ref, obj)
+        then(ref, obj)
+
+    return on_change

@@ -142,6 +142,17 @@ POD_SCHEDULING_ATTEMPTS = Metric(
     "Number of attempts to successfully schedule a pod",
     buckets=(1, 2, 4, 8, 16),
 )
+# Opportunistic batching (KEP-5598), upstream's BatchAttemptStats and BatchCacheFlushed
+BATCH_ATTEMPTS = Metric(
+    "scheduler_batch_attempts_total",
+    "Counts of results when we attempt to use batching.",
+    ("profile", "result"),
+)
+BATCH_CACHE_FLUSHED = Metric(
+    "scheduler_batch_cache_flushed_total",
+    "Counts of cache flushes by reason.",
+    ("profile", "reason"),
+)
 PREEMPTION_ATTEMPTS = Metric("scheduler_preemption_attempts_total", "Preemption attempts")
 PREEMPTION_VICTIMS = Metric(
     "scheduler_preemption_victims",

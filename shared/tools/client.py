@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from shared.subjects import (
     pdb_subject,
     pod_group_subject,
     pod_subject,
+    workload_subject,
 )
 from shared.wire import dump_json
 
@@ -53,9 +55,21 @@ async def publish_pdb(js: JetStreamContext, pdb: dict[str, Any], etype: str = "A
 async def publish_pod_group(
     js: JetStreamContext, group: dict[str, Any], etype: str = "ADDED"
 ) -> int:
-    meta = group["metadata"]
-    subject = pod_group_subject(meta.get("namespace") or "default", meta["name"])
-    ack = await js.publish(subject, _event(etype, group))
+    return await _publish_namespaced(js, pod_group_subject, group, etype)
+
+
+async def publish_workload(
+    js: JetStreamContext, workload: dict[str, Any], etype: str = "ADDED"
+) -> int:
+    return await _publish_namespaced(js, workload_subject, workload, etype)
+
+
+async def _publish_namespaced(
+    js: JetStreamContext, subject_of: Callable[[str, str], str], obj: dict[str, Any], etype: str
+) -> int:
+    meta = obj["metadata"]
+    subject = subject_of(meta.get("namespace") or "default", meta["name"])
+    ack = await js.publish(subject, _event(etype, obj))
     return int(ack.seq)
 
 

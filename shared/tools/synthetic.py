@@ -193,3 +193,26 @@ def _pick_size(draw: float) -> tuple[str, str]:
             return cpu, memory
         draw -= share
     return DEMO_MIX[-1][1], DEMO_MIX[-1][2]
+
+
+def make_workload(
+    name: str, groups: dict[str, int | None], *, namespace: str = "default"
+) -> dict[str, Any]:
+    """A scheduling.k8s.io/v1alpha1 Workload: pod group -> gang minCount (None: basic)."""
+    pod_groups: list[dict[str, Any]] = [
+        {"name": g, "policy": {"basic": {}} if n is None else {"gang": {"minCount": n}}}
+        for g, n in groups.items()
+    ]
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"podGroups": pod_groups},
+    }
+
+
+def make_workload_pod(name: str, workload: str, pod_group: str, **kwargs: Any) -> dict[str, Any]:
+    """A pod of a Workload's pod group (spec.workloadRef, GangScheduling)."""
+    pod = make_pod(name, **kwargs)
+    pod["spec"]["workloadRef"] = {"name": workload, "podGroup": pod_group}
+    return pod

@@ -40,6 +40,16 @@ async def run_and_kill(
     assert all(v.bind_count == 1 for v in tracker.pods.values())
 
 
+def kill_and_restart(stack: LocalStack, service: str) -> None:
+    """SIGKILL every instance of `service`, then start one new and wait until it is ready."""
+    for victim in [s for s in stack.services if s.name == service]:
+        victim.proc.send_signal(signal.SIGKILL)
+        victim.proc.wait()
+        stack.services.remove(victim)
+    stack.start_service(service)
+    stack.wait_ready()
+
+
 async def publish_until_bound(
     nc: NATS, nodes: list[dict[str, Any]], pods: list[dict[str, Any]], bound: int
 ) -> tuple[PodTracker, asyncio.Task[None]]:

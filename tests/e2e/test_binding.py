@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from shared.tools.devstack import SERVICES, LocalStack, running
 from shared.tools.synthetic import make_gang_pod, make_node, make_pod, make_pod_group
 from shared.wire import pack
 from tests.conftest import make_test_stack
-from tests.e2e.kills import run_and_kill
+from tests.e2e.kills import kill_and_restart, run_and_kill
 from tests.e2e.state import assumed_pods, eventually
 
 pytestmark = pytest.mark.e2e
@@ -125,12 +124,7 @@ async def test_waiting_pods_wait_again_when_their_binder_is_killed(
             return len(await assumed_pods(redis)) == 3
 
         assert await eventually(three_assumed, timeout=30)
-        for binder in [s for s in gang_stack.services if s.name == "binder"]:
-            binder.proc.send_signal(signal.SIGKILL)
-            binder.proc.wait()
-            gang_stack.services.remove(binder)
-        gang_stack.start_service("binder")
-        gang_stack.wait_ready()
+        kill_and_restart(gang_stack, "binder")
         assert await eventually(three_assumed, timeout=5)  # their room is still held
 
         await publish_node(js, make_node("n2", cpu="3500m", memory="16Gi"))

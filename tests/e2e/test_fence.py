@@ -3,32 +3,18 @@ a real nats-server: what each state of the subject gives."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import nats
 import pytest
 from nats.js import JetStreamContext
 
 from services.queue.fence import Lapsed, Outcome, fence
 from shared.api.podstatus import bound_pod, pod_condition
-from shared.runtime.connections import ensure_streams
 from shared.runtime.publish import Conflict, write_pod
 from shared.subjects import CLUSTER_STREAM, pod_subject
 from shared.tools.client import publish_pod
-from shared.tools.servers import Server
 from shared.tools.synthetic import make_pod
 from shared.wire import decode_user_payload
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-async def js(nats_server: Server) -> AsyncIterator[JetStreamContext]:
-    nc = await nats.connect(f"nats://127.0.0.1:{nats_server.port}")
-    stream = nc.jetstream()
-    await ensure_streams(stream)
-    yield stream
-    await nc.close()
 
 
 def lapsed(seq: int, name: str = "p", binding: bool = True) -> Lapsed:

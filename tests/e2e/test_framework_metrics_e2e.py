@@ -1,7 +1,8 @@
 """kube-scheduler's framework and queue metrics on a real stack's /metrics, after
 scheduling: scheduler_framework_extension_point_duration_seconds (workers, binders,
 queue), scheduler_plugin_execution_duration_seconds (sampled cycles) and
-scheduler_unschedulable_pods (queue), with kube's label names and values."""
+scheduler_unschedulable_pods (queue), scheduler_batch_attempts_total (workers), with
+kube's label names and values."""
 
 from __future__ import annotations
 
@@ -84,6 +85,10 @@ async def test_framework_and_queue_metrics_after_scheduling(
     assert not total(workers, count, extension_point="Filter")  # kube times it per plugin only
     # le is inclusive and the last bound is kube's 0.1ms * 2^11
     assert total(workers, f"{POINTS}_bucket", extension_point="PreFilter", le="0.2048")
+    # replicas of one template: opportunistic batching (on by default) reused results
+    batched = total(workers, "scheduler_batch_attempts_total", profile=PROFILE, result="hint_used")
+    print("DEBUG", [s for s in workers if "batch" in s[0]])
+    assert 0 < batched < PODS
 
     def sampled_filter() -> bool:
         samples = scrape(stack, "worker")

@@ -18,11 +18,11 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 from nats.js.errors import NoStreamResponseError
 
-from services.watcher.takeover import is_watcher_consumer as is_watcher
 from shared.api.models import key_of
 from shared.runtime.connections import ensure_streams
 from shared.runtime.leasestore import LEASE_STREAM
 from shared.runtime.publish import Conflict, write_pod
+from shared.runtime.watermark import is_watcher_consumer as is_watcher
 from shared.subjects import BIND_STREAM, BINDER_CONSUMER, CLUSTER_STREAM, STREAMS
 from shared.tools.cli.live import connect
 from shared.tools.client import PodTracker, publish_all

@@ -15,9 +15,12 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
+from services.queue.fence import Lapsed, Outcome, fence
 from shared import keys
+from shared.relist import read_in_flight, read_latest
 from shared.runtime.connections import ensure_streams
 from shared.runtime.publish import write_pod
+from shared.runtime.watermark import state_at_takeover
 from shared.subjects import (
     BIND_SUBJECT,
     CACHE_ASSUME,
@@ -220,6 +223,40 @@ async def test_no_redis_for_publishers_and_each_service_only_its_keys(
         assert await cache.hget(keys.CACHE_PODS, "default/p") == b"record"
     finally:
         for client in (cache, queue, worker, outsider):
+            await client.aclose()
+
+
+async def test_queue_and_cache_rebuild_and_fence_with_their_own_credentials(
+    servers: tuple[Server, Server],
+) -> None:
+    """What a takeover reads (a new incarnation, the watcher's ack floor, the state
+    marker, the log's latest events, the binds in flight) and the queue's fence of a
+    lapsed attempt: each as the service's own users, without a permissions violation."""
+    nats_server, redis_server = servers
+    publisher = await connect_as(nats_server, "publisher")
+    clients = {name: await connect_as(nats_server, name) for name in ("queue", "cache")}
+    redis = {name: redis_as(redis_server, name) for name in clients}
+    try:
+        await ensure_streams(clients["queue"].jetstream())
+        await publish_all(publisher.jetstream(), [make_pod("p")])
+        for name, nc in clients.items():
+            js = nc.jetstream()
+            takeover = await state_at_takeover(js, redis[name], name)
+            assert takeover.incarnation and takeover.first
+            assert len((await read_latest(js)).entries) == 1
+        assert await read_in_flight(clients["cache"].jetstream()) == []
+        lapsed = Lapsed("default/p", 3, 1, make_pod("p"), binding=False)
+        assert (await fence(clients["queue"].jetstream(), lapsed, "lapsed")).outcome is (
+            Outcome.FENCED
+        )
+        violations = [
+            line for line in nats_server.log_path.read_text().splitlines() if "Violation" in line
+        ]
+        assert not violations, violations[:3]
+    finally:
+        for nc in (publisher, *clients.values()):
+            await nc.close()
+        for client in redis.values():
             await client.aclose()
 
 

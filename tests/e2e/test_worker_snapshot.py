@@ -1,5 +1,7 @@
 """The worker's snapshot against a real Redis: a refresh that races another lane's
-uncommitted local assumption keeps it (it was dropped before, costing conflicts)."""
+uncommitted local assumption keeps it (it was dropped before, costing conflicts); a
+new incarnation of the cache's state is read whole, and a lost one leaves the
+snapshot as it is."""
 
 from __future__ import annotations
 
@@ -17,8 +19,11 @@ from shared.wire import pack
 pytestmark = pytest.mark.e2e
 
 
-async def write_node(redis: aioredis.Redis, info: NodeInfo, generation: int) -> None:
-    """What the cache service writes for a changed node."""
+async def write_node(
+    redis: aioredis.Redis, info: NodeInfo, generation: int, incarnation: int = 1
+) -> None:
+    """What the cache service writes for a changed node (in its state's incarnation)."""
+    await redis.hset(keys.state_key("cache"), "incarnation", incarnation)
     info.generation = generation
     await redis.hset(keys.CACHE_NODEINFO, info.name, pack(info.to_record()))
     await redis.zadd(keys.CACHE_GENERATIONS, {info.name: generation})
@@ -154,3 +159,37 @@ async def test_concurrent_refreshes_read_each_change_once(redis: aioredis.Redis)
     counts = await asyncio.gather(snapshot.refresh(), snapshot.refresh())
     assert sorted(counts) == [0, 20]
     assert len(snapshot.nodes) == 20
+
+
+async def test_a_new_incarnation_is_read_whole(redis: aioredis.Redis) -> None:
+    """The cache's state written anew (a new leader, or rebuilt after Redis lost it):
+    its generations start over, lower than the worker's. Every node is read again, and
+    a node the new state lacks is dropped. (A worker used to wait for generations above
+    the ones it had seen, and never saw a new node again.)"""
+    pod = PodInfo.of(make_pod("p", cpu="1"), 1)
+    for i, name in enumerate(["n1", "n2", "n3"]):
+        await write_node(redis, node(name), 10 + i)
+    snapshot = Snapshot(redis)
+    await snapshot.refresh()
+    assert snapshot.generation == 12
+    await redis.delete(keys.CACHE_GENERATIONS, keys.CACHE_NODEINFO)
+    await write_node(redis, node("n1", pod), 1, incarnation=2)
+    await write_node(redis, node("n4"), 2, incarnation=2)
+    assert await snapshot.refresh() == 4  # n1 and n4 read, n2 and n3 dropped
+    assert sorted(snapshot.nodes) == ["n1", "n4"]
+    assert set(snapshot.nodes["n1"].pods) == {pod.key}
+    assert (snapshot.incarnation, snapshot.generation) == (2, 2)
+    await write_node(redis, node("n5"), 3, incarnation=2)
+    assert await snapshot.refresh() == 1
+    assert sorted(snapshot.nodes) == ["n1", "n4", "n5"]
+
+
+async def test_while_redis_holds_no_cache_state_the_snapshot_stays(
+    redis: aioredis.Redis,
+) -> None:
+    await write_node(redis, node("n1"), 1)
+    snapshot = Snapshot(redis)
+    await snapshot.refresh()
+    await redis.flushall()  # the cache is writing its state again
+    assert await snapshot.refresh() == 0
+    assert sorted(snapshot.nodes) == ["n1"]

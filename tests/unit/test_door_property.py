@@ -14,8 +14,8 @@ import msgpack
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from services.watcher.routing import Informer, route
 from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
+from shared.routing import Informer, route
 from shared.wire import pack
 
 DATA = Path(__file__).parent / "data"

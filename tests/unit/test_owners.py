@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from services.watcher.routing import route
 from shared.api.events import BadEvent, decode_cluster_event
 from shared.api.owners import ReplicaSet, Service, StatefulSet
 from shared.framework.interface import ClusterObjects
+from shared.routing import route
 from shared.runtime.informer import OWNER_PREFIXES, Informer, owners_handler
 from shared.subjects import (
     replica_set_subject,

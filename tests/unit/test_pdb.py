@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from services.watcher.routing import route
 from services.worker.preempt import PdbLister
 from shared.api.events import BadEvent, decode_cluster_event
 from shared.api.pdb import PodDisruptionBudget
+from shared.routing import route
 from shared.runtime.informer import Informer
 from shared.subjects import PDBS_PREFIX, pdb_subject
 from shared.tools.synthetic import make_pdb

@@ -158,3 +158,24 @@ def test_nominations_survive_a_restart(q: SchedulingQueue, clock: FakeClock) -> 
     r = SchedulingQueue(clock, hints=HINTS)
     r.restore(records)
     assert r.nominator.node_of(k) == "n3" and nominated(r, "n3") == [k]
+
+
+def test_a_preemptions_victims_travel_with_its_nomination(q: SchedulingQueue) -> None:
+    """Every worker treats the victims it still sees as terminating (kube's check on the
+    nominated node), so the version moves when they are known."""
+    k = add(q, pod("a"))
+    (qpi,) = q.pop(1)
+    before = q.nominator.version
+    victims = ["default/low-1"]
+    assert q.failed(
+        k,
+        qpi.cycle,
+        unschedulable=True,
+        message="m",
+        plugins=[FIT],
+        nominated_node="n1",
+        victims=victims,
+    )
+    assert q.nominator.version > before
+    (held,) = q.nominated_pods("n1")
+    assert held.victims == victims

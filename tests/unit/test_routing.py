@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from services.watcher.routing import route
 from shared.api.events import ClusterEvent, decode_cluster_event
+from shared.routing import Informer, route
 from shared.tools.synthetic import make_node, make_pod
 from shared.wire import dump_json
 
@@ -107,3 +107,28 @@ def test_upsert_carries_sequence_and_raw_object() -> None:
     assert queue[0]["seq"] == 42
     assert queue[0]["pod"]["spec"] == pod["spec"]
     assert queue[0]["key"] == "default/p"
+
+
+def _nominated(name: str, node: str) -> dict[str, Any]:
+    pod = make_pod(name)
+    pod["status"] = {"nominatedNodeName": node} if node else {}
+    return pod
+
+
+def test_a_nomination_reaches_the_cache_and_so_does_its_clearing() -> None:
+    """The cache reserves a preemptor's room (services/cache/nominations.py); pending pods
+    that never had a nomination send it nothing."""
+    seen = Informer()
+    assert ops(route(event(make_pod("other")), SERVED, seen)) == (["upsert"], [])
+    _, cache = route(event(_nominated("p", "n1"), "MODIFIED", seq=9), SERVED, seen)
+    assert [(e["op"], e["nominated_node"], e["seq"]) for e in cache] == [("pod_nominate", "n1", 9)]
+    _, cache = route(event(_nominated("p", ""), "MODIFIED"), SERVED, seen)
+    assert [(e["op"], e["nominated_node"]) for e in cache] == [("pod_nominate", "")]
+    assert ops(route(event(_nominated("p", ""), "MODIFIED"), SERVED, seen)) == (["upsert"], [])
+
+
+def test_a_bound_nominated_pod_is_no_longer_followed() -> None:
+    seen = Informer()
+    route(event(_nominated("p", "n1")), SERVED, seen)
+    route(event(assigned(_nominated("p", "n1")), "MODIFIED"), SERVED, seen)  # cache drops it
+    assert seen.nominated == set()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from services.watcher.routing import Informer, hinted_view, route
+from shared.routing import Informer, hinted_view, route
 from shared.tools.synthetic import make_node, make_pod
 from tests.unit.test_routing import SERVED, assigned, event
 

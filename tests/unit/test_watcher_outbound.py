@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from services.watcher.outbound import OBJECT_ROOM, Outbound, object_limit, too_large
-from services.watcher.routing import move
 from shared.framework.events import EVENT_NODE_ADD
+from shared.routing import move
 from shared.wire import dump_json, pack, unpack
 
 
@@ -60,7 +60,7 @@ def test_a_move_too_large_with_both_versions_travels_without_them() -> None:
     big = {"metadata": {"name": "n"}, "status": {"images": ["i" * 6_000]}}
     out = Outbound(10_000)
     out.add(0, [move(EVENT_NODE_ADD, old=big, new=big)], [])
-    (chunk,) = out.queue_chunks({"epoch": 1})
+    (chunk,) = out.queue_chunks({"epoch": 1}, 7)
     (event,) = unpack(chunk.data)["events"]
     assert (event["old"], event["new"], event["resource"]) == (None, None, "Node")
 
@@ -69,10 +69,24 @@ def test_chunks_map_back_to_the_events_they_came_from() -> None:
     out = Outbound(8_000)
     for i in range(30):
         out.add(i, [{"op": "upsert", "key": f"k{i}", "pod": {"p": "z" * 1000}}], [])
-    chunks = out.queue_chunks({"epoch": 3})
+    chunks = out.queue_chunks({"epoch": 3}, 99)
     assert len(chunks) > 1 and all(len(c.data) <= 8_000 for c in chunks)
     offset = 0
     for c in chunks:
         keys = [e["key"] for e in unpack(c.data)["events"]]
         assert keys == [f"k{out.queue_from[offset + j]}" for j in range(c.items)]
         offset += c.items
+    assert offset == 30
+
+
+@pytest.mark.parametrize("pods", [0, 1, 7, 30])
+def test_only_a_batch_s_last_message_names_where_it_ends(pods: int) -> None:
+    """A receiver applies `through` once it applied the message: only the last one may
+    say the whole batch is in; a receiver with no item still hears it."""
+    out = Outbound(8_000)
+    for i in range(pods):
+        out.add(i, [{"op": "upsert", "key": f"k{i}", "pod": {"p": "z" * 1000}}], [])
+    bodies = [unpack(c.data) for c in out.queue_chunks({"epoch": 3}, 4711)]
+    assert [b.get("through") for b in bodies] == [None] * (len(bodies) - 1) + [4711]
+    assert sum(len(b["events"]) for b in bodies) == pods
+    assert all(b["epoch"] == 3 for b in bodies)

@@ -40,8 +40,11 @@ from shared.framework.interface import (
     PreScorePlugin,
     ScoreExtensions,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from shared.framework.plugin_args import arg_error
+from shared.framework.signature import pod_identity_fragment
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.interpodaffinity import batch, filtering, scoring
@@ -104,8 +107,17 @@ class InterPodAffinity(
     ScorePlugin,
     ScoreExtensions,
     EnqueueExtensions,
+    SignPlugin,
 ):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        # The pod's own terms read the pods of other nodes: refused, as upstream. Without
+        # them, what other pods' terms say of it rests on its namespace and labels, and
+        # only if such pods exist (a node gaining one is where batching starts over).
+        if pod.has_affinity:
+            return None
+        return [pod_identity_fragment(pod)] if self.handle.snapshot.affinity_node_names else []
 
     def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:
         self.args = args

@@ -26,8 +26,11 @@ from shared.framework.interface import (
     PreScorePlugin,
     ScoreExtensions,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from shared.framework.plugin_args import ArgsParser
+from shared.framework.signature import resources_fragment
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.noderesources.args import ResourceSpec, resource_specs
@@ -126,8 +129,11 @@ def is_best_effort(pod_requests: list[int]) -> bool:
     return not any(pod_requests)
 
 
-class BalancedAllocation(PreScorePlugin, ScorePlugin, BatchScorePlugin):
+class BalancedAllocation(PreScorePlugin, ScorePlugin, BatchScorePlugin, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        return [resources_fragment(pod)]
 
     def __init__(self, args: BalancedAllocationArgs, handle: Handle) -> None:
         self.handle = handle

@@ -38,8 +38,11 @@ from shared.framework.interface import (
     PreScorePlugin,
     ScoreExtensions,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from shared.framework.plugin_args import ArgsParser
+from shared.framework.signature import resources_fragment
 from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins.noderesources.args import (
@@ -253,8 +256,12 @@ class NodeResourcesFit(
     ScorePlugin,
     BatchScorePlugin,
     EnqueueExtensions,
+    SignPlugin,
 ):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        return [resources_fragment(pod)]
 
     def __init__(self, args: NodeResourcesFitArgs, handle: Handle) -> None:
         self.args = args

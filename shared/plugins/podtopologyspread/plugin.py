@@ -47,6 +47,8 @@ from shared.framework.interface import (
     PreFilterResult,
     PreScorePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
 )
 from shared.framework.plugin_args import arg_error, reject_unknown
 from shared.framework.status import SUCCESS, Code, Status
@@ -88,8 +90,19 @@ class PodTopologySpread(
     ScorePlugin,
     BatchScorePlugin,
     EnqueueExtensions,
+    SignPlugin,
 ):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        # Spreading counts pods over other nodes: a pod with constraints, its own or
+        # defaulted, is refused. Upstream refuses every pod once default constraints are
+        # configured; here only pods they apply to (a Service or controller selects the
+        # pod), as for the others the plugin skips (PreFilter and PreScore say Skip) and
+        # reads nothing more of the pod.
+        if self._constraints(pod, DO_NOT_SCHEDULE) or self._constraints(pod, SCHEDULE_ANYWAY):
+            return None
+        return []
 
     def __init__(
         self, handle: Handle, defaults: list[TopologySpreadConstraint], system_defaulted: bool

@@ -4,7 +4,9 @@ scheduler_perf's node shape (4 cpu, 32Gi, 110 pods, 3 zones) with init pods
 spread over the nodes, then one schedulePod (PreFilter .. selectHost, every
 node scored) per measured pod, for the default pod (100m, 500Mi), a pod with
 required hostname anti-affinity, a zone topology-spread pod and a node-affinity
-pod. Pure framework: no NATS, no Redis. `--metrics` has the framework report its
+pod; and one-per-node, replicas that each fill a node (opportunistic batching's
+case). Opportunistic batching is on, as in the worker; `--no-batching` turns it off.
+Pure framework: no NATS, no Redis. `--metrics` has the framework report its
 extension points' and (sampled) plugins' durations to a Prometheus registry, as the
 services do, to see what that costs a cycle.
 """
@@ -22,6 +24,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from shared.config import Profile
+from shared.framework.opportunistic_batch import HINT_USED, OpportunisticBatch
 from shared.framework.runtime import Framework
 from shared.framework.schedule_one import Scheduler
 from shared.framework.snapshot import ClusterSnapshot
@@ -87,20 +90,31 @@ def node_affinity_pod(i: int) -> dict[str, Any]:
     return pod
 
 
+def one_per_node_pod(i: int) -> dict[str, Any]:
+    return make_pod(f"wide-{i}", cpu="3")  # a second one fits no 4-cpu node
+
+
 KINDS: dict[str, Callable[[int], dict[str, Any]]] = {
     "default": default_pod,
+    "one-per-node": one_per_node_pod,
     "anti-affinity": anti_affinity_pod,
     "topology-spread": spread_pod,
     "node-affinity": node_affinity_pod,
 }
 
 
-def measure(num_nodes: int, kind: str, pods: int, with_metrics: bool = False) -> dict[str, Any]:
+def measure(
+    num_nodes: int, kind: str, pods: int, with_metrics: bool = False, batching: bool = True
+) -> dict[str, Any]:
     infos = cluster(num_nodes, init_pods=num_nodes // 5)
     framework = Framework.from_profile(Profile(), REGISTRY)
     if with_metrics:
         record_frameworks([framework], CollectorRegistry())
-    scheduler = Scheduler(framework, percentage_of_nodes_to_score=100, rng=random.Random(1))
+    # No age limit: cycles are timed one by one, with the clock stopped between them.
+    ob = OpportunisticBatch(framework, max_age=float("inf")) if batching else None
+    scheduler = Scheduler(
+        framework, percentage_of_nodes_to_score=100, rng=random.Random(1), opportunistic=ob
+    )
     snapshot = ClusterSnapshot(infos)
     snapshot.fill_image_states()
     times = []
@@ -117,6 +131,7 @@ def measure(num_nodes: int, kind: str, pods: int, with_metrics: bool = False) ->
         "cycles": pods,
         "median_ms": round(statistics.median(times) * 1000, 3),
         "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))] * 1000, 3),
+        "batched": ob.attempts[HINT_USED] if ob is not None else 0,
     }
 
 
@@ -124,11 +139,12 @@ def run_bench_cycle(args: argparse.Namespace) -> int:
     rows = []
     for num_nodes in args.nodes:
         for kind in args.kinds:
-            row = measure(num_nodes, kind, args.pods, args.metrics)
+            row = measure(num_nodes, kind, args.pods, args.metrics, not args.no_batching)
             rows.append(row)
             print(
                 f"{row['nodes']:6d} nodes  {kind:16}  median {row['median_ms']:9.3f} ms"
-                f"  p99 {row['p99_ms']:9.3f} ms  ({row['cycles']} cycles)",
+                f"  p99 {row['p99_ms']:9.3f} ms  ({row['cycles']} cycles,"
+                f" {row['batched']} batched)",
                 flush=True,
             )
     if args.json:

@@ -70,7 +70,7 @@ def table(results: Sequence[BenchResult]) -> str:
     head = (
         f"{'workload':<26} {'nodes':>5} {'init':>5} {'pods':>6} {'w':>2} {'b':>2} "
         f"{'avg/s':>6} {'p50/s':>6} {'p99/s':>6} {'run/s':>6} {'lat p50':>8} {'lat p99':>8} "
-        f"{'confl%':>6} {'kube/s':>6} {'ratio':>6}"
+        f"{'confl%':>6} {'kube/s':>6} {'ratio':>6} {'vict/p':>6}"
     )
     lines = [head, "-" * len(head)]
     for r in results:
@@ -80,7 +80,8 @@ def table(results: Sequence[BenchResult]) -> str:
             f"{r.workers:>2} {r.binders:>2} {_fmt(t.get('Average')):>6} "
             f"{_fmt(t.get('Perc50')):>6} {_fmt(t.get('Perc99')):>6} {_fmt(r.run_rate):>6} "
             f"{_fmt(lat.get('p50'), '.0f'):>6}ms {_fmt(lat.get('p99'), '.0f'):>6}ms "
-            f"{r.conflict_rate * 100:>6.2f} {_fmt(r.threshold or None):>6} {ratio_text(r.ratio):>6}"
+            f"{r.conflict_rate * 100:>6.2f} {_fmt(r.threshold or None):>6} "
+            f"{ratio_text(r.ratio):>6} {_fmt(r.victims_per_bound, '.2f'):>6}"
         )
     return "\n".join(lines)
 

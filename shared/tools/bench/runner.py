@@ -73,6 +73,11 @@ class BenchResult:
     preempted: int = 0  # measured pods bound, then evicted by a preemptor
     # the churn's pods over the measured phase: created, bound, bound_per_s
     churn: dict[str, float] = field(default_factory=dict)
+    # Pods deleted as preemption victims, for the workloads whose pods preempt (None for
+    # the others), and the preemptors bound: per bound preemptor, more than the minimum
+    # means a worker gave a nominated pod's room away and the preemptor preempted again.
+    victims: int | None = None
+    preemptors_bound: int = 0
 
     @property
     def average(self) -> float:
@@ -92,6 +97,13 @@ class BenchResult:
         return self.average / self.threshold
 
     @property
+    def victims_per_bound(self) -> float | None:
+        """Victims per bound preemptor (issue 22 item 5: with N workers as with one)."""
+        if self.victims is None:
+            return None
+        return self.victims / self.preemptors_bound if self.preemptors_bound else 0.0
+
+    @property
     def conflict_rate(self) -> float:
         return self.conflicts / self.assumes_tried if self.assumes_tried else 0.0
 
@@ -106,6 +118,7 @@ class BenchResult:
             "ratio": self.ratio,
             "run_rate": self.run_rate,
             "conflict_rate": self.conflict_rate,
+            "victims_per_bound": self.victims_per_bound,
             "cpu_s_per_1000_pods": self.cpu_per_1000_pods,
         }
 
@@ -353,9 +366,17 @@ async def _measure(
                 f"{paced['p50']:.1f} ms p99 {paced['p99']:.1f} ms"
             )
     result = _result(
-        driver, variant, keys_, seconds, collector, timeline, counted, usage0, usage1, paced
+        driver,
+        variant,
+        keys_,
+        seconds,
+        collector,
+        timeline,
+        counted,
+        (usage0, usage1),
+        paced,
+        churn,
     )
-    result.churn = churn
     result.paced_stages = paced_stages
     return result
 
@@ -386,11 +407,12 @@ def _result(
     collector: ThroughputCollector,
     timeline: list[tuple[float, int]],
     counted: Any,
-    usage0: Any,
-    usage1: Any,
+    usage: tuple[Any, Any],
     paced: dict[str, float],
+    churn: dict[str, float],
 ) -> BenchResult:
     workload, size = driver.workload, driver.size
+    usage0, usage1 = usage
     views = [driver.tracker.pods[k] for k in keys_]
     bound_all = {k: node for k, node in driver.tracker.bound().items() if k in driver.pods}
     report = audit(driver.nodes, driver.pods, bound_all)
@@ -419,4 +441,27 @@ def _result(
         timeline=timeline,
         paced=paced,
         preempted=sum(1 for v in views if v.bound_at and v.deleted),
+        churn=churn,
+        **_preemption(driver, views, churn),
     )
+
+
+def _preemption(driver: Driver, views: list[Any], churn: dict[str, float]) -> dict[str, Any]:
+    """Victims and bound preemptors, where the workload's pods preempt: its measured pods
+    (PreemptionBasic) or the pods its churn creates (PreemptionAsync, Unschedulable)."""
+    workload = driver.workload
+    if workload.measured_bind_late:
+        return {
+            "victims": _victims(driver),
+            "preemptors_bound": sum(1 for v in views if v.bound_at),
+        }
+    if workload.churn is not None and workload.churn.mode == "create":
+        return {"victims": _victims(driver), "preemptors_bound": int(churn.get("bound", 0))}
+    return {}
+
+
+def _victims(driver: Driver) -> int:
+    """The workload's pods that are gone: the driver deletes none of them, so ksched's
+    preemption did (the churn's own pods are not the workload's)."""
+    pods = driver.tracker.pods
+    return sum(1 for k in driver.pods if k in pods and pods[k].deleted)

@@ -33,6 +33,7 @@ from shared.subjects import (
     replication_controller_subject,
     service_subject,
     stateful_set_subject,
+    workload_subject,
 )
 from shared.tools.cli.manifests import Manifest, ManifestError
 from shared.tools.cli.workloads import (
@@ -59,6 +60,7 @@ RESOURCE_NAMES = {
     "StatefulSet": "statefulset.apps",
     "DaemonSet": "daemonset.apps",
     "Job": "job.batch",
+    "Workload": "workload.scheduling.k8s.io",
 }
 SUPPORTED_KINDS = (
     "Pod",
@@ -66,6 +68,7 @@ SUPPORTED_KINDS = (
     "PodDisruptionBudget",
     "PriorityClass",
     "Service",
+    "Workload",  # scheduling.k8s.io/v1alpha1, the GangScheduling plugin's
     *WORKLOAD_KINDS,
 )
 CLUSTER_SCOPED = ("Node", "PriorityClass")
@@ -74,6 +77,7 @@ API_VERSIONS = {
     "PriorityClass": "scheduling.k8s.io/v1",
     "ReplicaSet": "apps/v1",
     "StatefulSet": "apps/v1",
+    "Workload": "scheduling.k8s.io/v1alpha1",
 }
 _NAMESPACED_SUBJECTS = {
     "Pod": pod_subject,
@@ -82,6 +86,7 @@ _NAMESPACED_SUBJECTS = {
     "ReplicaSet": replica_set_subject,
     "StatefulSet": stateful_set_subject,
     "ReplicationController": replication_controller_subject,
+    "Workload": workload_subject,
 }
 SERVER_FIELDS = ("uid", "creationTimestamp", "resourceVersion", "generation")
 # What Priority admission sets on a pod that did not state it (shared/api/priority.py)
@@ -103,6 +108,7 @@ class Current:
     replica_sets: Table = field(default_factory=dict)
     stateful_sets: Table = field(default_factory=dict)
     replication_controllers: Table = field(default_factory=dict)
+    workloads: Table = field(default_factory=dict)
 
     def table(self, kind: str) -> Table:
         return {
@@ -114,6 +120,7 @@ class Current:
             "ReplicaSet": self.replica_sets,
             "StatefulSet": self.stateful_sets,
             "ReplicationController": self.replication_controllers,
+            "Workload": self.workloads,
         }[kind]
 
 

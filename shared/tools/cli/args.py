@@ -165,6 +165,26 @@ def add_whatif_arguments(p: argparse.ArgumentParser) -> None:
     nats_flag(p)
 
 
+def add_ui_arguments(p: argparse.ArgumentParser) -> None:
+    """`ksched ui` (shared/tools/ui/app.py): the page over a running ksched."""
+    p.add_argument("--port", type=int, default=8080, help="port to serve on (0: pick a free one)")
+    p.add_argument("--listen", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    p.add_argument("--config", help="the KubeSchedulerConfiguration that explains a pod's verdicts")
+    nats_flag(p)
+
+
+def add_shadow_arguments(p: argparse.ArgumentParser) -> None:
+    """`ksched shadow` (shadow.py): the cluster stream replayed through a configuration."""
+    p.add_argument("--config", required=True, help="the candidate KubeSchedulerConfiguration")
+    p.add_argument("--since", help="compare the decisions from this stream sequence or ISO time")
+    p.add_argument("--follow", action="store_true", help="then print new differences as they come")
+    p.add_argument(
+        "--diverge", action="store_true", help="replay the candidate's placements, not reality's"
+    )
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    nats_flag(p)
+
+
 def command_of(argv: list[str]) -> str:
     """The verb: the first word that is not a flag ("" for none)."""
     return next((a for a in argv if not a.startswith("-")), "")

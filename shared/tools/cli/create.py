@@ -52,17 +52,10 @@ def source_name(source: str) -> str:
 
 def table_of(kind: str, current: Current) -> Mapping[str, tuple[dict[str, Any], int]] | None:
     """The current objects of `kind` (None: a kind the cluster stream does not hold)."""
-    tables = {
-        "Pod": current.pods,
-        "Node": current.nodes,
-        "PodDisruptionBudget": current.pdbs,
-        "PriorityClass": current.priority_classes,
-        "Service": current.services,
-        "ReplicaSet": current.replica_sets,
-        "StatefulSet": current.stateful_sets,
-        "ReplicationController": current.replication_controllers,
-    }
-    return tables.get(kind)
+    try:
+        return current.table(kind)
+    except KeyError:
+        return None
 
 
 def key_for(kind: str, meta: Mapping[str, Any], name: str) -> str:

@@ -108,6 +108,7 @@ def current_of(watch: ClusterWatch) -> Current:
         pairs(watch.replica_sets),
         pairs(watch.stateful_sets),
         pairs(watch.replication_controllers),
+        pairs(watch.workloads),
     )
 
 
@@ -262,10 +263,26 @@ def explain_live(
 ) -> dict[str, Any] | None:
     """A what-if of the pod (shared/framework/whatif.py) against the cluster as the
     stream shows it now (nodes and bound pods), with its profile's framework."""
+    objects = [e.obj for e in watch.nodes.values()] + [
+        e.obj for e in watch.pods.values() if (e.obj.get("spec") or {}).get("nodeName")
+    ]
+    return explain_against(pod, objects, config_path)
+
+
+def explain_against(
+    pod: dict[str, Any],
+    objects: list[dict[str, Any]],
+    config_path: str | None,
+    node: str | None = None,
+    nodes_per_group: int | None = None,
+) -> dict[str, Any] | None:
+    """The pod's what-if against `objects` (nodes and bound pods) with its profile's
+    framework; None when no profile serves its schedulerName. `ksched ui` asks for a
+    node's detail and more node names per verdict group."""
     from shared.config import load_config
     from shared.framework.runtime import Framework
     from shared.framework.types import PodInfo
-    from shared.framework.whatif import what_if
+    from shared.framework.whatif import WhatIfLimits, what_if
     from shared.plugins import REGISTRY
     from shared.tools.cli.simulate import build_cluster
 
@@ -276,12 +293,13 @@ def explain_live(
     )
     if profile is None:
         return None
-    objects = [e.obj for e in watch.nodes.values()] + [
-        e.obj for e in watch.pods.values() if (e.obj.get("spec") or {}).get("nodeName")
-    ]
+    limits = WhatIfLimits()
+    if nodes_per_group is not None:
+        limits = WhatIfLimits(nodes_per_group=nodes_per_group)
     fw = Framework.from_profile(profile, REGISTRY)
     percentage = config.percentage_of_nodes_to_score
-    return what_if(fw, [info], build_cluster(objects), percentage=percentage)
+    snapshot = build_cluster(objects)
+    return what_if(fw, [info], snapshot, percentage=percentage, node=node, limits=limits)
 
 
 # --- entry point --------------------------------------------------------------------

@@ -143,6 +143,7 @@ class ClusterWatch:
     replica_sets: dict[str, Entry] = field(default_factory=dict)
     stateful_sets: dict[str, Entry] = field(default_factory=dict)
     replication_controllers: dict[str, Entry] = field(default_factory=dict)
+    workloads: dict[str, Entry] = field(default_factory=dict)
     on_change: Change | None = None
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -207,6 +208,7 @@ class ClusterWatch:
             "replicaset": self.replica_sets,
             "statefulset": self.stateful_sets,
             "replicationcontroller": self.replication_controllers,
+            "workload": self.workloads,
         }
 
 

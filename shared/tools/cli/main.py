@@ -17,6 +17,8 @@ from typing import Any
 from shared.tools.cli.args import (
     KschedParser,
     add_kubectl_verbs,
+    add_shadow_arguments,
+    add_ui_arguments,
     add_whatif_arguments,
     command_of,
 )
@@ -34,6 +36,8 @@ VERBS = {
     "demo": ("shared.tools.cli.demo", "run_demo"),
     "simulate": ("shared.tools.cli.simulate", "run_simulate"),
     "whatif": ("shared.tools.cli.whatif", "run_whatif"),
+    "ui": ("shared.tools.ui.app", "run_ui"),
+    "shadow": ("shared.tools.cli.shadow", "run_shadow"),
     "conformance": ("shared.tools.cli.conformance", "run_conformance"),
     "bench": ("shared.tools.bench.suite", "run_bench"),
     "bench-cycle": ("shared.tools.bench.cycle", "run_bench_cycle"),
@@ -88,6 +92,12 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         "whatif", help="where a pod or workload would go now, and why (writes nothing)"
     )
     add_whatif_arguments(wi)
+    add_ui_arguments(sub.add_parser("ui", help="a web page: node heat map, pending pods, what-if"))
+
+    sh = sub.add_parser(
+        "shadow", help="replay the cluster's history through another configuration (no binding)"
+    )
+    add_shadow_arguments(sh)
 
     bench = sub.add_parser("bench-cycle", help="time one scheduling cycle (pure framework)")
     bench.add_argument("--nodes", type=int, nargs="+", default=[500, 5000])
@@ -100,6 +110,9 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true")
     bench.add_argument(
         "--metrics", action="store_true", help="record durations to Prometheus, as services do"
+    )
+    bench.add_argument(
+        "--no-batching", action="store_true", help="turn opportunistic batching off (KEP-5598)"
     )
 
     bq = sub.add_parser("bench-queue", help="pop latency and throughput of the queue service")

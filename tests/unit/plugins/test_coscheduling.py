@@ -6,7 +6,6 @@ import pytest
 
 from services.queue.hints import queue_sort_key
 from services.queue.queue import SchedulingQueue
-from services.watcher.routing import Informer, route
 from shared.api.events import BadEvent, decode_cluster_event
 from shared.config import ConfigError, parse_config
 from shared.framework.cycle_state import CycleState
@@ -18,6 +17,7 @@ from shared.framework.types import NodeInfo, PodInfo
 from shared.plugins import REGISTRY, coscheduling
 from shared.plugins.coscheduling import Coscheduling
 from shared.podgroups import PodGroups
+from shared.routing import Informer, route
 from shared.wire import dump_json
 from tests.builders import make_pod
 from tests.unit.conftest import Clock

@@ -8,13 +8,19 @@
 - Assigned pods (spec.nodeName set) go to the cache; for the queue they leave
   the pending pods (a pod that was pending and is now bound) and are cluster
   events too: AssignedPod/Add, AssignedPod/UpdatePodLabel, ..., AssignedPod/Delete.
-- Unassigned pods whose schedulerName we serve go to the queue.
+- Unassigned pods whose schedulerName we serve go to the queue; their
+  nominations (status.nominatedNodeName set, changed or cleared) to the cache
+  too, in stream order, so that the room a preemption frees is reserved there
+  before it is free (services/cache/nominations.py).
 - A pod that finished (phase Succeeded or Failed) is gone for scheduling, as
   kube-scheduler's informer field selector makes it.
 
 Naming an update needs the previous version, which `Informer` remembers (the
 informer cache's part). An object it has not seen, say after a restart, counts
 as added: hints then judge it on its own, as on a relist.
+
+The watcher routes every event it consumes; queue and cache route the log's latest
+events the same way when they rebuild their state from it (shared/relist.py).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 # What queueing hints read of an assigned pod; the rest is not worth remembering.
 _SLIM_META = ("name", "namespace", "uid", "labels")
 _SLIM_SPEC: tuple[str, ...] = ("nodeName", "schedulerName", "containers", "initContainers")
-_SLIM_SPEC += ("overhead", "resources", "tolerations")
+_SLIM_SPEC += ("overhead", "resources", "tolerations", "workloadRef")
 
 Routed = tuple[list[QueueEvent], list[CacheEvent]]
 
@@ -53,6 +59,16 @@ class Informer:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     assigned_pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     pod_groups: set[str] = field(default_factory=set)
+    nominated: set[str] = field(default_factory=set)  # pending pods nominated at the cache
+
+
+def stamped(routed: Routed, seq: int) -> Routed:
+    """Every item names the stream sequence of the event it comes from (moves too): a
+    receiver whose rebuilt state holds that event already skips it
+    (runtime/watermark.py, Watermark.holds)."""
+    for item in (*routed[0], *routed[1]):
+        item.setdefault("seq", seq)
+    return routed
 
 
 def move(
@@ -153,13 +169,44 @@ def _route_pod(ev: WatchEvent, pod: Pod, served: frozenset[str], seen: Informer)
     key = pod.key
     gone = ev.type == "DELETED" or pod.status.phase in TERMINAL_PHASES
     if pod.spec.node_name:
+        seen.nominated.discard(key)  # the cache drops the nomination of a bound pod
         return _route_assigned_pod(ev, pod, gone, seen)
     if pod.spec.scheduler_name not in served:
         return [], []
     if gone or pod.metadata.deletion_timestamp:
-        # Forget any assumption too: its binding can only fail now.
+        seen.nominated.discard(key)
+        # Forget any assumption (and nomination) too: its binding can only fail now.
         return [{"op": "delete", "key": key}], [{"op": "pod_delete", "name": key}]
-    return [{"op": "upsert", "key": key, "uid": pod.metadata.uid, "seq": ev.seq, "pod": ev.raw}], []
+    upsert: QueueEvent = {
+        "op": "upsert",
+        "key": key,
+        "uid": pod.metadata.uid,
+        "seq": ev.seq,
+        "pod": ev.raw,
+    }
+    return [upsert], _nomination(ev, pod, seen)
+
+
+def _nomination(ev: WatchEvent, pod: Pod, seen: Informer) -> list[CacheEvent]:
+    """The pending pod's nomination for the cache, when it has one or just lost it: the
+    hot path (pods without nominations) sends the cache nothing."""
+    node = pod.status.nominated_node_name
+    if not node and pod.key not in seen.nominated:
+        return []
+    if node:
+        seen.nominated.add(pod.key)
+    else:
+        seen.nominated.discard(pod.key)
+    return [
+        {
+            "op": "pod_nominate",
+            "name": pod.key,
+            "uid": pod.metadata.uid,
+            "seq": ev.seq,
+            "nominated_node": node,
+            "pod": ev.raw,
+        }
+    ]
 
 
 def _route_assigned_pod(ev: WatchEvent, pod: Pod, gone: bool, seen: Informer) -> Routed:

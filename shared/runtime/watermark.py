@@ -1,0 +1,339 @@
+"""Whether the state queue and cache keep in Redis is whole: the state marker.
+
+The JetStream log is the source of truth; what queue and cache keep in Redis is
+derived from it. Redis can lose data without anyone being told: a failover to a
+replica that lagged, a restart from an append-only file that missed its last
+second, a restart without persistence, FLUSHALL. Redis keeps a prefix of its
+writes in every such case, or nothing. So each of queue and cache writes, with
+every batch of its state (one fenced script call, all or nothing), a marker
+(`ksched:<service>:state`):
+
+- `incarnation`: the number of this incarnation of the state, set when the whole
+  state is written (at takeover, or again after a loss). Incarnations are numbered
+  by the sequence of a message on KSCHED_STATE: durable, only growing, whatever
+  Redis forgets. Workers re-read the whole cache when it changes.
+- `applied`: the cluster stream sequence through which watch events are applied.
+  The watcher acks a batch only once queue and cache applied it (and its last
+  message to each says where the batch ends), so its consumer's ack floor, durable
+  in JetStream, can be ahead of `applied` only if Redis lost writes.
+- `writes`: the batches written in this incarnation.
+
+Every batch a leader writes first expects the marker to hold its incarnation and the
+count of batches it wrote (`Watermark.guard`): over a Redis that lost any of them
+(or all: no marker), nothing is written and the leader hears of it at once; it then
+writes its whole state again, from memory, as a new incarnation (`StateWrites`). A
+leader that writes nothing for a while reads the marker every second instead
+(`lost_while_leading`). A new leader checks the marker against the watcher's ack
+floor before it trusts Redis (`lost_at_takeover`), and rebuilds from the log when it
+may not (shared/relist.py). The numbers an incarnation hands out that must never
+repeat (the queue's scheduling cycles, the cache's pod-groups version) start at
+`incarnation_base(incarnation)`, above any an earlier incarnation used.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerInfo
+from nats.js.errors import NotFoundError
+
+from shared import keys
+from shared.runtime.fencing import FencedBatch
+from shared.subjects import CLUSTER_STREAM, STATE_STREAM, WATCHER_CONSUMER, incarnation_subject
+
+INCARNATION = "incarnation"
+APPLIED = "applied"
+WRITES = "writes"
+# Numbers one incarnation may hand out: incarnation n starts at n << 32, so that a
+# rebuilt queue never reuses a scheduling cycle a worker or binder still holds.
+INCARNATION_BITS = 32
+CHECK_SECONDS = 1.0  # how often a leader reads its marker (lost_while_leading)
+
+
+@dataclass(frozen=True)
+class Marker:
+    """The state marker as read from Redis."""
+
+    incarnation: int = 0  # 0: none (wiped, never written, or written over a wipe)
+    applied: int = 0
+    writes: int = 0
+
+    @classmethod
+    def of(cls, raw: Mapping[Any, Any]) -> Marker:
+        fields = {_text(k): int(v) for k, v in raw.items()}
+        return cls(fields.get(INCARNATION, 0), fields.get(APPLIED, 0), fields.get(WRITES, 0))
+
+
+def lost_at_takeover(marker: Marker, acked: int) -> str | None:
+    """Why a new leader may not trust the state in Redis (None: it is whole), given
+    the last cluster stream sequence the watcher acknowledged."""
+    if not marker.incarnation:
+        return "no state marker: Redis was wiped, restarted empty, or never held this state"
+    if marker.applied < acked:
+        return (
+            f"events applied through sequence {marker.applied}, but the watcher acknowledged "
+            f"{acked}: Redis lost writes"
+        )
+    return None
+
+
+def lost_while_leading(marker: Marker, incarnation: int, writes: int) -> str | None:
+    """Why the leader's state in Redis is no longer what it wrote (None: it is)."""
+    if not marker.incarnation:
+        return "the state marker is gone: Redis was wiped or restarted empty"
+    if marker.incarnation > incarnation:
+        return None  # a successor's: this leader is deposed, and fenced
+    if marker.incarnation < incarnation:
+        return f"Redis holds incarnation {marker.incarnation}, not {incarnation}: it went back"
+    if marker.writes < writes:
+        return f"Redis holds {marker.writes} of the {writes} writes made: it lost the last ones"
+    return None
+
+
+def incarnation_base(incarnation: int) -> int:
+    return incarnation << INCARNATION_BITS
+
+
+def is_lost(err: Exception) -> bool:
+    """A batch refused because the marker was not as its writer left it (`guard`)."""
+    return "EXPECTED" in str(err)
+
+
+class Watermark:
+    """A receiver's side of the marker: what it has applied and written, and the
+    sequence up to which a rebuilt state already holds every event (`cut`)."""
+
+    def __init__(self, service: str) -> None:
+        self.key = keys.state_key(service)
+        self.incarnation = 0
+        self.applied = 0
+        self.writes = 0
+        self.cut = 0  # events at or below it are in the state already (a rebuild's list)
+        self._writing = 0  # `applied` in the batch being written
+        self._saved = 0  # `applied` as Redis holds it
+
+    def start(self, incarnation: int, applied: int, *, cut: int = 0) -> None:
+        """A new incarnation of the state, holding events through `applied`."""
+        self.incarnation, self.applied, self.writes = incarnation, applied, 0
+        self.cut = max(self.cut, cut)
+
+    def holds(self, seq: int | None) -> bool:
+        """Whether the event at `seq` is in the state already (a rebuild listed it)."""
+        return seq is not None and seq <= self.cut
+
+    def through(self, seq: int | None) -> None:
+        """The events of a delivery are applied, through stream sequence `seq`."""
+        if seq is not None and seq > self.applied:
+            self.applied = seq
+
+    def guard(self, batch: FencedBatch) -> None:
+        """First in a batch: Redis still holds every batch this incarnation wrote."""
+        batch.expect(self.key, {INCARNATION: self.incarnation, WRITES: self.writes})
+
+    def write(self, batch: FencedBatch, *, whole: bool = False) -> None:
+        """Add the marker to a batch of state writes (`whole`: the batch starts the
+        incarnation, and names it); `written` once the batch landed."""
+        fields: dict[str, int] = {APPLIED: self.applied, WRITES: self.writes + 1}
+        if whole:
+            fields[INCARNATION] = self.incarnation
+        batch.hset(self.key, mapping=fields)
+        self._writing = self.applied
+
+    def written(self) -> None:
+        self.writes += 1
+        self._saved = self._writing
+
+    @property
+    def behind(self) -> bool:
+        """Redis holds an older `applied` (events came that changed nothing): the
+        watcher acks them once this is written."""
+        return self.applied > self._saved
+
+
+# Queues the changed state into a batch; returns what undoes taking those changes (the
+# batch did not land), or None when nothing changed.
+Changes = Callable[[FencedBatch], Callable[[], None] | None]
+Everything = Callable[[FencedBatch], None]  # queues the whole state into a batch
+
+
+class StateWrites:
+    """How queue and cache write their state to Redis: the changes, in a batch that
+    expects the marker as this leader left it; or, at takeover and after a loss, the
+    whole state in place of whatever Redis holds, as a new incarnation."""
+
+    def __init__(
+        self,
+        service: str,
+        state_keys: tuple[str, ...],
+        js: Callable[[], JetStreamContext],
+        redis: aioredis.Redis,
+        batch: Callable[[], FencedBatch],
+    ) -> None:
+        self.service = service
+        self.state_keys = state_keys  # what the whole state replaces (not the marker)
+        self.mark = Watermark(service)
+        self.whole = False  # the next write is the whole state
+        self._js = js
+        self._redis = redis
+        self._batch = batch
+        self._log = logging.getLogger(f"ksched.{service}")
+
+    async def write(self, changes: Changes, everything: Everything) -> None:
+        if not self.mark.incarnation:
+            # Not taken over yet (stopped during the takeover): what Redis holds is the
+            # predecessor's, and an empty memory written "whole" would wipe it.
+            return
+        if self.whole:
+            await self._write_whole(everything)
+            return
+        batch = self._batch()  # fenced: refused once a newer leader exists
+        self.mark.guard(batch)  # and over a Redis that lost what this leader wrote
+        undo = changes(batch)
+        if undo is None:
+            if not self.mark.behind:
+                return
+            undo = _nothing  # only the marker, for the applied events
+        self.mark.write(batch)
+        try:
+            await batch.execute()
+        except Exception as err:
+            undo()
+            if not is_lost(err):
+                raise
+            self._lost(str(err))
+            await self._write_whole(everything)
+            return
+        self.mark.written()
+
+    async def adopt(self) -> None:
+        """A takeover found the state whole in Redis: only the marker changes, to name
+        the new incarnation."""
+        batch = self._batch()
+        self.mark.write(batch, whole=True)
+        await batch.execute()
+        self.mark.written()
+
+    async def _write_whole(self, everything: Everything) -> None:
+        """In the incarnation a takeover started, or else (a loss) in a new one."""
+        self.whole = True
+        if self.mark.writes:
+            incarnation = await new_incarnation(self._js(), self.service)
+            self.mark.start(incarnation, self.mark.applied)
+        batch = self._batch()
+        for key in self.state_keys:
+            batch.delete(key)
+        everything(batch)
+        self.mark.write(batch, whole=True)
+        await batch.execute()
+        self.mark.written()
+        self.whole = False
+        self._log.info("wrote the whole state as incarnation %d", self.mark.incarnation)
+
+    async def check(self) -> None:
+        """A leader that wrote nothing for a while learns of a loss here (every
+        CHECK_SECONDS), not at its next write: the workers read its state meanwhile."""
+        expected = (self.mark.incarnation, self.mark.writes)
+        try:
+            marker = await read_marker(self._redis, self.service)
+        except Exception as err:  # Redis away: the next check (or write) tells
+            self._log.debug("state marker not read: %s", err)
+            return
+        lost = lost_while_leading(marker, *expected)
+        if lost is not None and expected == (self.mark.incarnation, self.mark.writes):
+            self._lost(lost)
+            self.whole = True
+
+    def _lost(self, why: str) -> None:
+        self._log.error("Redis lost the %s's state (%s): writing it all again", self.service, why)
+
+
+def _nothing() -> None:
+    return None
+
+
+async def read_marker(redis: aioredis.Redis, service: str) -> Marker:
+    return Marker.of(await redis.hgetall(keys.state_key(service)))
+
+
+@dataclass(frozen=True)
+class Takeover:
+    incarnation: int  # the new leader's
+    marker: Marker  # as it found it
+    # No incarnation of this state came before: none can have been lost, nor any pod
+    # handed out by one. What Redis holds then predates the marker (an upgrade).
+    first: bool
+    lost: str | None  # why the state in Redis cannot be trusted (None: it can)
+
+    def announce_rebuild(self, log: logging.Logger, service: str) -> None:
+        if self.lost is not None:
+            log.error("the %s's state in Redis is lost (%s): rebuilding it", service, self.lost)
+        else:
+            log.info("no %s state in Redis yet: building it from the log", service)
+
+
+async def state_at_takeover(js: JetStreamContext, redis: aioredis.Redis, service: str) -> Takeover:
+    """What a new leader of `service` finds: a new incarnation, and whether Redis still
+    holds the state its predecessor wrote. The watcher acks nothing meanwhile (this
+    service does not serve), so the ack floor read stands."""
+    first = not await had_incarnation(js, service)
+    incarnation = await new_incarnation(js, service)
+    acked = await watcher_acked(js)
+    marker = await read_marker(redis, service)
+    lost = None if first else lost_at_takeover(marker, acked)
+    return Takeover(incarnation, marker, first, lost)
+
+
+async def had_incarnation(js: JetStreamContext, service: str) -> bool:
+    try:
+        await js.get_last_msg(STATE_STREAM, incarnation_subject(service))
+    except NotFoundError:
+        return False
+    return True
+
+
+async def new_incarnation(js: JetStreamContext, service: str) -> int:
+    """A number no earlier incarnation of `service`'s state had: the sequence of a
+    message published for it on KSCHED_STATE."""
+    ack = await js.publish(incarnation_subject(service), b"")
+    return int(ack.seq)
+
+
+# --- the watcher's consumers: their ack floor is durable progress ---------------------
+
+
+def is_watcher_consumer(info: ConsumerInfo) -> bool:
+    """A watcher leader's durable ("watcher" alone: before leader election). Only
+    durables count: a publisher may create ephemeral consumers, never a durable."""
+    name = info.config.durable_name or ""
+    return name == WATCHER_CONSUMER or name.startswith(f"{WATCHER_CONSUMER}-")
+
+
+def acked_through(consumers: list[ConsumerInfo]) -> int:
+    """The last stream sequence these watcher consumers fully handled (0: none)."""
+    return max((c.ack_floor.stream_seq for c in consumers if c.ack_floor), default=0)
+
+
+async def all_consumers(js: JetStreamContext) -> list[ConsumerInfo]:
+    """Every consumer of the cluster stream: the API lists 256 at a time, and
+    publishers' ephemeral consumers count too."""
+    infos: list[ConsumerInfo] = []
+    while True:
+        page = await js.consumers_info(CLUSTER_STREAM, offset=len(infos))
+        infos += page
+        if not page:
+            return infos
+
+
+async def watcher_acked(js: JetStreamContext) -> int:
+    """The last cluster stream sequence a watcher acknowledged: queue and cache had
+    applied every event up to it."""
+    return acked_through([c for c in await all_consumers(js) if is_watcher_consumer(c)])
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,1 @@
+"""`ksched ui`: a small web page over a running ksched (read-only)."""
