@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # docker compose v2 if present, else the v1 CLI
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-.PHONY: venv run test test-unit lint chaos chaos-hosts burst up down compose-smoke bench bench-full bench-cycle bench-queue bench-scale bench-baseline bench-replicas clean
+.PHONY: venv run test test-unit lint chaos chaos-hosts burst up down compose-smoke bench bench-full bench-cycle bench-queue bench-scale bench-baseline bench-replicas bench-latency clean
 
 venv: $(STAMP)
 
@@ -82,6 +82,11 @@ bench-baseline: venv
 ## R3 with fsync on every write (docs/reliability.md); a few minutes.
 bench-replicas: venv
 	$(BIN)/ksched bench-replicas
+
+## SchedulingBasic at 500 nodes: the burst's rate, then pods paced at half of it; publish -> bound
+## p50/p90/p99 and each stage of the way (docs/bench.md); a few minutes.
+bench-latency: venv
+	$(BIN)/ksched bench-latency
 
 ## Pods/s, assume conflicts and invariant 3 with 1, 2 and 4 workers on 500 nodes; snapshot refresh cost.
 bench-scale: venv

@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict
 
 # --- watcher -> queue (QUEUE_EVENTS) ------------------------------------------
-# {"events": [QueueEvent, ...], "epoch"} -> {"applied": n, "failed": [[index, reason]]}
+# {"events": [QueueEvent, ...], "epoch", "stamps": {watched, routed}}
+#   -> {"applied": n, "failed": [[index, reason]]}
+# (stamps: the batch's stage times, shared/stages.py; the queue keeps them per pod.)
 # (QUEUE_EVENTS and CACHE_EVENTS alike: an event that failed is named, the rest applied;
 # a deposed watcher's epoch gets {"error": ...} and nothing applied).
 # Every internal batch is split to fit the server's max payload (wire.pack_chunks).
@@ -85,10 +87,13 @@ class QueuedPod(TypedDict):
     # The victims (pod keys) of the preemption that nominated it: any worker treats those
     # its snapshot still shows on nominated_node as terminating (docs/preemption.md).
     victims: NotRequired[list[str]]
+    # Stage times so far (shared/stages.py): watched, routed, queued; popped is the reply's.
+    stamps: NotRequired[dict[str, float]]
 
 
-# {"pods": [QueuedPod, ...], "nominated_version": int}: a worker whose copy of the
-# nominated pods is older than nominated_version asks QUEUE_NOMINATED again.
+# {"pods": [QueuedPod, ...], "nominated_version": int, "popped": wall time}: a worker
+# whose copy of the nominated pods is older than nominated_version asks QUEUE_NOMINATED
+# again; popped is when the queue took the pods (a stage time, shared/stages.py).
 
 
 # --- worker -> queue (QUEUE_NOMINATED) ------------------------------------------
@@ -174,7 +179,8 @@ class AssumeReply(TypedDict, total=False):
     nominated: bool  # when refused: pods nominated to the node counted (docs/preemption.md)
 
 
-# {"assume": [Assumption, ...]} -> {"results": [AssumeReply, ...]}
+# {"assume": [Assumption, ...]} -> {"results": [AssumeReply, ...], "assumed": wall time}
+# (assumed: when the cache committed the batch, a stage time, shared/stages.py)
 
 
 # --- binder, worker, queue -> cache (CACHE_BINDING) ----------------------------
@@ -210,6 +216,9 @@ class BindRequest(TypedDict):
     assumed_at: float
     # Permit said Wait: plugin -> deadline (wall clock). Absent for pods Permit allowed.
     permit_waits: NotRequired[dict[str, float]]
+    # Stage times up to the bind request (shared/stages.py): the binder adds its own and
+    # writes them on the binding.
+    stamps: NotRequired[dict[str, float]]
 
 
 def bind_message_id(key: str, cycle: int, batch_of: int = 0) -> str:

@@ -240,3 +240,5 @@ MSG_ID_HEADER = "Nats-Msg-Id"  # JetStream drops a repeat within the duplicate w
 # On a binding: the binder that wrote it (its lease identity), as kube's managedFields
 # name the manager of a write; lets a run tell which side of a partition bound a pod.
 BOUND_BY_HEADER = "Ksched-Bound-By"
+# On a binding: when the pod passed each hop on its way (shared/stages.py), wall clock.
+STAGES_HEADER = "Ksched-Stages"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +41,7 @@ from shared.framework.status import SUCCESS, Code, Status
 from shared.framework.types import PodInfo
 from shared.messages import BindRequest, Report, attempt_of_message_id, report, requests_in
 from shared.plugins import REGISTRY
-from shared.runtime import metrics
+from shared.runtime import metrics, progress
 from shared.runtime.consume import consume_batches
 from shared.runtime.failures import Failure, record_failure
 from shared.runtime.framework_metrics import record_frameworks
@@ -50,6 +51,7 @@ from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request, request_all
 from shared.runtime.service import Runtime
+from shared.stages import BINDING, Stamps, encode
 from shared.subjects import (
     BIND_DEAD_LETTER,
     BIND_STREAM,
@@ -62,6 +64,7 @@ from shared.subjects import (
     MSG_ID_HEADER,
     PERMIT_VERDICTS,
     QUEUE_REPORT,
+    STAGES_HEADER,
     pod_subject,
 )
 from shared.wire import unpack
@@ -69,6 +72,11 @@ from shared.wire import unpack
 log = logging.getLogger("ksched.binder")
 
 BATCH = 256
+# Batches in their binding cycle at once. One at a time, a pod that arrived while the
+# batch before it recorded its outcome (a request to the cache, the Scheduled events)
+# waited for that record: a fixed wait per pod at low rates. Binds are independent (the
+# consumer acks each message), so the next batch starts while the last one records.
+BATCHES_IN_FLIGHT = 4
 # The bind work queue's redelivery, set on purpose:
 # - BACKOFF (its first step is the ack wait): a binder killed mid-bind has its requests
 #   redelivered to another binder after 5 s; a request that keeps killing binders is
@@ -103,7 +111,11 @@ class Binder:
         )
         self.permit = PermitWaiter(rt, self._on_permit_decided)
         self.bound_by = {BOUND_BY_HEADER: identity()}
+        # The stage times of the pods in their binding cycle, by pod key: DefaultBinder
+        # hands write_binding the pod only, and the binding carries them (STAGES_HEADER).
+        self._stamps: dict[str, Stamps] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(BATCHES_IN_FLIGHT)
         reg = rt.registry
         self.binds = metrics.BINDS.counter(reg)
         self.dead_letters = metrics.BIND_DEAD_LETTERS.counter(reg)
@@ -137,7 +149,7 @@ class Binder:
         await self.rt.nc.subscribe(PERMIT_VERDICTS, cb=self._on_verdicts)
         self.rt.serving.set()
         waiter = asyncio.create_task(self.permit.run(self.stopping))
-        await consume_batches(psub, self.handle_batch, self.stopping, batch=BATCH)
+        await consume_batches(psub, self._start_batch, self.stopping, batch=BATCH)
         await waiter
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -147,6 +159,25 @@ class Binder:
         self.stopping.set()
 
     # --- intake -----------------------------------------------------------------
+
+    async def _start_batch(self, msgs: list[Msg]) -> None:
+        """Hand a batch to its own task once a slot is free (BATCHES_IN_FLIGHT); the
+        consumer loop then fetches the next one."""
+        await self._slots.acquire()
+        task = asyncio.create_task(self._tracked_batch(msgs))
+        self._tasks.add(task)
+        task.add_done_callback(self._batch_done)
+
+    async def _tracked_batch(self, msgs: list[Msg]) -> None:
+        with progress.current().work("binding a batch"):  # a stuck bind shows as a stall
+            await self.handle_batch(msgs)
+
+    def _batch_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._slots.release()
+        if not task.cancelled() and task.exception() is not None:
+            # Its messages stay unacked: redelivered after the ack wait, as after a crash.
+            log.error("batch failed", exc_info=task.exception())
 
     async def handle_batch(self, msgs: list[Msg]) -> None:
         now: list[tuple[Msg, BindRequest]] = []
@@ -216,7 +247,11 @@ class Binder:
         node = req["node"]
         status = await fw.run_pre_bind_plugins(state, pod, node)
         if status.ok:
-            status = await fw.run_bind_plugins(state, pod, node)
+            self._stamps[req["key"]] = {**req.get("stamps", {}), BINDING: time.time()}
+            try:
+                status = await fw.run_bind_plugins(state, pod, node)
+            finally:
+                self._stamps.pop(req["key"], None)
         if not status.ok:
             fw.run_reserve_plugins_unreserve(state, pod, node)
             return BindOutcome(req, False, status.message() or "binding failed")
@@ -226,13 +261,15 @@ class Binder:
     async def write_binding(self, pod: PodInfo, node: str) -> Status:
         """DefaultBinder: publish the bound pod conditional on the scheduled version. A
         redelivered bind that already went through is recognised, not written twice."""
+        stamps = self._stamps.get(pod.key)
+        headers = {**self.bound_by, STAGES_HEADER: encode(stamps)} if stamps else self.bound_by
         try:
             await write_pod(
                 self.rt.js,
                 bound_pod(pod.raw, node),
                 pod.version,
                 patience=WRITE_PATIENCE,
-                headers=self.bound_by,
+                headers=headers,
             )
         except Conflict as err:
             if await self._already_bound(pod, node):

@@ -23,7 +23,7 @@ from typing import Any
 from services.cache.cache import ASSUMED, ASSUMED_POD_TTL, Cache, PodState
 from services.cache.nominations import Nomination
 from services.cache.rebuild import assume_in_flight, unknown_to
-from shared import keys
+from shared import keys, stages
 from shared.framework.interface import ClusterObjects
 from shared.framework.profile_map import ProfileMap
 from shared.framework.types import PodInfo
@@ -187,11 +187,12 @@ class CacheService:
             raise ValueError(f"unknown cache op {op!r}")
         return False
 
-    async def on_assume(self, body: dict[str, Any]) -> dict[str, list[AssumeReply]]:
+    async def on_assume(self, body: dict[str, Any]) -> dict[str, Any]:
         assumptions: list[Assumption] = body["assume"]
         results = [self._assume(a) for a in assumptions]
+        assumed = time.time()  # the batch's stage time (shared/stages.py)
         await self.flusher.flush()
-        return {"results": results}
+        return {"results": results, stages.ASSUMED: assumed}
 
     def _assume(self, a: Assumption) -> AssumeReply:
         framework = self.frameworks.get(a["profile"])

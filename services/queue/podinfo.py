@@ -44,6 +44,9 @@ class QueuedPodInfo:
     nominated_node: str = ""  # the nominator's node for this pod, persisted with it
     victims: list[str] = field(default_factory=list)  # of the preemption that nominated it
     size: int = 0  # bytes of the pod object on the wire (0: not known yet), for pop batches
+    # The stage times of the event that last put the pod in the queue (shared/stages.py),
+    # passed on to workers; not persisted (a restored pod has none).
+    stamps: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.raw_seq < 0:
@@ -63,7 +66,7 @@ class QueuedPodInfo:
         return qpi
 
 
-_RECORD_FIELDS = tuple(f.name for f in fields(QueuedPodInfo))
+_RECORD_FIELDS = tuple(f.name for f in fields(QueuedPodInfo) if f.name != "stamps")
 
 # activeQ's order: the profiles' QueueSort plugin as a key (PrioritySort by default).
 SortKey = Callable[[QueuedPodInfo], tuple[Any, ...]]

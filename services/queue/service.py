@@ -61,6 +61,7 @@ from shared.runtime.watermark import (
     incarnation_base,
     state_at_takeover,
 )
+from shared.stages import QUEUED
 from shared.subjects import (
     CACHE_BINDING,
     QUEUE_EVENTS,
@@ -130,6 +131,7 @@ class QueueService:
         # events come from the watcher's leader only: a deposed one's are refused
         self.watcher_epoch = rt.epoch_floor("watcher")
         self._wake = asyncio.Event()
+        self._batch_stamps: dict[str, float] = {}  # the stage times of the events applied
         # Lapsed attempts waiting for their fence, and the task fencing a batch of them.
         self._lapsed: dict[str, Lapsed] = {}
         self._fencing: asyncio.Task[None] | None = None
@@ -237,7 +239,11 @@ class QueueService:
         if not await self.watcher_epoch.admit(body.get("epoch", 0)):
             return {"error": f"stale watcher epoch {body.get('epoch')!r}"}
         events: list[QueueEvent] = body["events"]
-        applied, failed = apply_each(events, self._apply_new)
+        self._batch_stamps = body.get("stamps") or {}
+        try:
+            applied, failed = apply_each(events, self._apply_new)
+        finally:
+            self._batch_stamps = {}  # a rebuild's listed pods have no stage times
         self.mark.through(body.get("through"))
         self._notify()
         await self.flusher.flush()
@@ -275,6 +281,7 @@ class QueueService:
             qpi = self.q.get(ev["key"])
             if qpi is not None and qpi.raw is ev["pod"]:
                 qpi.size = ev.get("size", 0)
+                qpi.stamps = {**self._batch_stamps, QUEUED: qpi.timestamp}
         elif op == "delete":
             self.q.delete(ev["key"])
         elif op == "assigned":
@@ -291,8 +298,9 @@ class QueueService:
         while True:
             popped = self.q.pop(limit, ReplyBudget(body_limit(self.rt.nc.max_payload)).fits)
             if popped:
+                at = time.time()
                 await self.flusher.flush()
-                return self._pop_reply(popped)
+                return {**self._pop_reply(popped), "popped": at}
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.stopping.is_set():
                 return self._pop_reply([])
@@ -498,6 +506,7 @@ def _wire(p: QueuedPodInfo) -> QueuedPod:
         "cycle": p.cycle,
         "initial_attempt_ts": p.initial_attempt_timestamp or 0.0,
         "nominated_node": p.nominated_node,
+        "stamps": p.stamps,
     }
     if p.victims and p.nominated_node:
         wired["victims"] = p.victims

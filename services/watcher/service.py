@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from nats.aio.msg import Msg
@@ -26,6 +27,7 @@ from shared.runtime.consume import Deliveries, consume_batches, stream_sequence
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request_packed
 from shared.runtime.service import Runtime
+from shared.stages import ROUTED, WATCHED
 from shared.subjects import (
     CACHE_EVENTS,
     CLUSTER_STREAM,
@@ -98,6 +100,7 @@ class Watcher:
             self._leave.set()
 
     async def _handle(self, msgs: list[Msg]) -> None:
+        watched = time.time()
         limit = body_limit(self.rt.nc.max_payload)
         out = Outbound(limit)
         for index, msg in enumerate(msgs):
@@ -108,7 +111,7 @@ class Watcher:
                 out.add(index, *routed)
             except ValueError as err:
                 await self._reject(msg, str(err))
-        failed = await self._deliver(out, stream_sequence(msgs[-1]))
+        failed = await self._deliver(out, stream_sequence(msgs[-1]), watched)
         for index, reason in sorted(failed.items()):
             await self._reject(msgs[index], f"not applied: {reason}")
         await retry_forever("ack", msgs[-1].ack)
@@ -186,11 +189,11 @@ class Watcher:
         await retry_forever("publish error", publish)
         await retry_forever("undo the refused event", undo)
 
-    async def _deliver(self, out: Outbound, through: int) -> dict[int, str]:
+    async def _deliver(self, out: Outbound, through: int, watched: float) -> dict[int, str]:
         """Hand the batch to cache, then queue, each message retried until accepted;
         returns the events a receiver could not apply (by index), with the reason.
         Each also hears that the batch ends at stream sequence `through`."""
-        head = {"epoch": self.rt.epoch}
+        head: dict[str, Any] = {"epoch": self.rt.epoch}
         failed: dict[int, str] = {}
         cache = self._send(CACHE_EVENTS, out.cache_chunks(head, through), out.cache_from, failed)
         marking: asyncio.Task[list[dict[str, Any]]] | None = None
@@ -205,7 +208,9 @@ class Watcher:
                 # handleAssumedPodDeletion); its DELETED event did not say where, so the
                 # hints see no object.
                 out.add(-1, [move(EVENT_ASSIGNED_POD_DELETE)], [])
-        await self._send(QUEUE_EVENTS, out.queue_chunks(head, through), out.queue_from, failed)
+        # The pods' stage times go to the queue only (the cache's chunks are already packed).
+        to_queue = {**head, "stamps": {WATCHED: watched, ROUTED: time.time()}}
+        await self._send(QUEUE_EVENTS, out.queue_chunks(to_queue, through), out.queue_from, failed)
         if marking is not None:
             await marking
         failed.pop(-1, None)

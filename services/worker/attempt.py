@@ -12,6 +12,7 @@ from shared.framework.schedule_one import Scheduler, SchedulingError
 from shared.framework.status import Status
 from shared.framework.types import PodInfo
 from shared.messages import BindRequest, Outcome, QueuedPod, Report, report
+from shared.stages import BIND_REQUESTED, Stamps
 
 
 @dataclass
@@ -30,6 +31,7 @@ class Attempt:
     # ... on its own nominated node: other nominations of equal or higher priority there
     # hold room whose victims are still going; it waits for them, preempting no more.
     waits_for_room: bool = False
+    stamps: Stamps = field(default_factory=dict)  # its stage times (shared/stages.py)
 
     @property
     def framework(self) -> Framework:
@@ -49,6 +51,7 @@ class Attempt:
             "pod": self.qp["pod"],
             "profile": self.framework.profile,
             "assumed_at": now,
+            "stamps": {**self.stamps, BIND_REQUESTED: now},
         }
         if self.waits:
             req["permit_waits"] = {p: now + t for p, t in self.waits.items()}

@@ -15,6 +15,7 @@ from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import chunks_for, request_all
 from shared.runtime.service import Runtime
 from shared.snapshot import Snapshot
+from shared.stages import ASSUMED
 from shared.subjects import BIND_SUBJECT, CACHE_ASSUME, MSG_ID_HEADER
 from shared.wire import pack
 
@@ -37,15 +38,17 @@ class Committer:
         batch = [self._assumption(a) for a in placed]
         try:
             replies = await request_all(self.rt.nc, CACHE_ASSUME, batch, "assume", timeout=10)
-            results = [r for reply in replies for r in reply["results"]]
+            results = [(r, reply.get(ASSUMED)) for reply in replies for r in reply["results"]]
         except Exception as err:
             log.warning("assume not answered: %s", err)
             for a in placed:
                 self._undo(a)
             return [], placed
         refused = []
-        for a, result in zip(placed, results, strict=True):
+        for a, (result, assumed) in zip(placed, results, strict=True):
             if result["ok"]:
+                if assumed is not None:
+                    a.stamps[ASSUMED] = assumed
                 self.snapshot.committed(a.pod.key, result.get("generation"))
                 committed.append(a)
             else:

@@ -40,6 +40,7 @@ from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request, request_all
 from shared.runtime.service import Runtime
 from shared.snapshot import Snapshot
+from shared.stages import PICKED, POPPED, Stamps
 from shared.subjects import CACHE_BINDING, QUEUE_NOMINATED, QUEUE_POP, QUEUE_REPORT
 
 log = logging.getLogger("ksched.worker")
@@ -133,13 +134,15 @@ class Worker:
                 log.warning("pop failed: %s", err)
                 await asyncio.sleep(0.5)
                 continue
+            picked = time.time()
             if "nominated_version" in reply:
                 await self._sync_nominated(reply["nominated_version"])
             if not reply["pods"]:
                 await self._idle_refresh()
             else:
                 try:
-                    await self.schedule_batch(reply["pods"])
+                    stamps = {POPPED: reply.get(POPPED, picked), PICKED: picked}
+                    await self.schedule_batch(reply["pods"], stamps)
                 except Exception:
                     # A batch that fails midway (NATS or Redis busy or away) is not the
                     # end of the worker: the queue hands its pods out again once their
@@ -194,7 +197,8 @@ class Worker:
                 return version, pods
         raise RuntimeError("the nominated pods kept changing while listed")
 
-    async def schedule_batch(self, queued: list[QueuedPod]) -> None:
+    async def schedule_batch(self, queued: list[QueuedPod], stamps: Stamps | None = None) -> None:
+        """`stamps`: the batch's stage times so far, carried on to the bindings."""
         start = time.perf_counter()
         await self.snapshot.refresh()
         self.preemption.prune_terminating()
@@ -204,6 +208,7 @@ class Worker:
         for qp in queued:
             attempt = self._attempt(qp, reports)
             if attempt is not None:
+                attempt.stamps = {**qp.get("stamps", {}), **(stamps or {})}
                 attempts.append(attempt)
         committed, failed, unanswered = await self._schedule_and_commit(attempts)
         await self.committer.hand_to_binders(committed)

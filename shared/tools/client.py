@@ -15,6 +15,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
+from shared import stages
 from shared.api.models import object_key
 from shared.api.podstatus import pod_condition
 from shared.runtime.connections import ensure_streams
@@ -22,6 +23,7 @@ from shared.runtime.consume import stream_sequence
 from shared.subjects import (
     BOUND_BY_HEADER,
     PODS_PREFIX,
+    STAGES_HEADER,
     node_subject,
     pdb_subject,
     pod_group_subject,
@@ -104,6 +106,7 @@ class PodView:
     bound_writes: int = 0  # versions published with spec.nodeName set (a rebind writes twice)
     bound_by: str = ""  # the binder that wrote the first binding (its Ksched-Bound-By)
     bound_stored: float = 0.0  # when the stream stored that binding (seconds since the epoch)
+    stages: dict[str, float] = field(default_factory=dict)  # that binding's Ksched-Stages
 
 
 @dataclass
@@ -143,6 +146,7 @@ class PodTracker:
                 view.bound_at = time.perf_counter()
                 view.bound_by = (msg.headers or {}).get(BOUND_BY_HEADER, "")
                 view.bound_stored = msg.metadata.timestamp.timestamp()
+                view.stages = stages.decode((msg.headers or {}).get(STAGES_HEADER, ""))
         if node and event.get("type") != "DELETED":
             view.bound_writes += 1
         view.node = node

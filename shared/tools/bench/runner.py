@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import math
 import os
 import time
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from shared import keys
 from shared.api.models import key_of
 from shared.runtime.connections import connect_redis
 from shared.tools.bench import traffic
+from shared.tools.bench.latency import percentiles, pod_stages, stage_table
 from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
 from shared.tools.bench.profile import Profiler
 from shared.tools.bench.resources import cpu_delta, peak_rss, usages
@@ -71,6 +71,8 @@ class BenchResult:
     double_bindings: int
     timeline: list[tuple[float, int]] = field(default_factory=list)  # (s, bound so far)
     paced: dict[str, float] = field(default_factory=dict)  # the paced latency phase
+    # its stages (latency.py): stage -> p50/p90/p99/max ms and how many pods had it
+    paced_stages: dict[str, dict[str, float]] = field(default_factory=dict)
     preempted: int = 0  # measured pods bound, then evicted by a preemptor
     # the churn's pods over the measured phase: created, bound, bound_per_s
     churn: dict[str, float] = field(default_factory=dict)
@@ -126,16 +128,6 @@ class BenchResult:
         }
 
 
-def percentiles(values: list[float], ps: tuple[int, ...] = (50, 90, 99)) -> dict[str, float]:
-    """scheduler_perf's percentile (index ceil(n*p/100)-1 of the sorted values)."""
-    if not values:
-        return {}
-    ordered = sorted(values)
-    out = {f"p{p}": ordered[max(math.ceil(len(ordered) * p / 100) - 1, 0)] for p in ps}
-    out["max"] = ordered[-1]
-    return out
-
-
 def stack_pids(stack: LocalStack) -> dict[str, list[int]]:
     pids: dict[str, list[int]] = {"driver": [os.getpid()]}
     for svc in stack.services:
@@ -157,6 +149,7 @@ class Driver:
         self.timeout = timeout
         self.tracker = PodTracker()
         self.sent: dict[str, float] = {}  # pod key -> perf_counter() before its publish
+        self.sent_wall: dict[str, float] = {}  # the same moment, wall clock (paced pods)
         self.nodes: list[Obj] = []
         self.pods: dict[str, Obj] = {}
         # the pods the churn created, in order: (key, perf_counter() before the publish)
@@ -180,7 +173,8 @@ class Driver:
             delay = start + i / rate - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            self.sent[key_of(pod)] = time.perf_counter()
+            key = key_of(pod)
+            self.sent[key], self.sent_wall[key] = time.perf_counter(), time.time()
             await publish_pod(js, pod)
 
     async def sample(
@@ -224,6 +218,16 @@ class Driver:
         bound = sum(1 for v in views if v is not None and 0 < v.bound_at <= end)
         rate = bound / seconds if seconds > 0 else 0.0
         return {"created": float(len(created)), "bound": float(bound), "bound_per_s": rate}
+
+    def stages(self, keys_: list[str]) -> dict[str, dict[str, float]]:
+        """The stage table of pods published on schedule: from the wall clock before the
+        publish to the binding's storage in the stream, through the binding's stamps."""
+        pods = []
+        for k in keys_:
+            view = self.tracker.pods.get(k)
+            if view is not None and view.bound_stored and k in self.sent_wall:
+                pods.append(pod_stages(self.sent_wall[k], view.stages, view.bound_stored))
+        return stage_table(pods)
 
     def latencies_ms(self, keys_: list[str]) -> list[float]:
         out = []
@@ -363,11 +367,14 @@ async def _measure(
         counted = (await pipeline_counters(driver.ports("worker"), driver.ports("cache"))).minus(
             counters0
         )
-        paced = {}
+        paced: dict[str, float] = {}
+        paced_stages: dict[str, dict[str, float]] = {}
         if paced_pods:
             # runs under 2 s have no samples: then the plain rate over the run
             rate = collector.summary().get("Average") or len(keys_) / max(seconds, 1e-3)
-            paced = await _paced_phase(driver, js, redis, paced_rate or rate / 2, paced_pods)
+            paced, paced_stages = await _paced_phase(
+                driver, js, redis, paced_rate or rate / 2, paced_pods
+            )
             progress(
                 f"    paced {paced['pods']:.0f} pods at {paced['rate']:.0f}/s: latency p50 "
                 f"{paced['p50']:.1f} ms p99 {paced['p99']:.1f} ms"
@@ -385,6 +392,7 @@ async def _measure(
         churn,
     )
     result.ops_per_pod = traffic.per_pod(ops0, ops1, result.bound)
+    result.paced_stages = paced_stages
     return result
 
 
@@ -394,14 +402,16 @@ async def _paced_phase(
     redis: aioredis.Redis,
     rate: float,
     pods: int,
-) -> dict[str, float]:
-    """More pods at `rate` (by default half the measured one): latency when not saturated."""
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """More pods at `rate` (by default half the measured one): latency when not saturated,
+    and its stages."""
     extra = driver.workload.measured_objects(Size(0, 0, pods), prefix="paced")
     keys_ = [key_of(p) for p in extra]
     driver.pods.update(zip(keys_, extra, strict=True))
     await driver.publish_paced(js, extra, rate)
     await settle(driver.tracker, redis, keys_, driver.timeout)
-    return {"pods": float(pods), "rate": rate, **percentiles(driver.latencies_ms(keys_))}
+    latency = {"pods": float(pods), "rate": rate, **percentiles(driver.latencies_ms(keys_))}
+    return latency, driver.stages(keys_)
 
 
 def _result(

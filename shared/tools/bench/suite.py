@@ -153,7 +153,7 @@ def run_bench(args: argparse.Namespace) -> int:
     after = calibrate()
     base = baseline.get("throughput_Average")
     context = {
-        "commit": _commit(),
+        "commit": commit(),
         "calibration": {"before": before, "after": after},
         "baseline_average": base,
     }
@@ -190,7 +190,7 @@ def run_bench(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def _commit() -> str:
+def commit() -> str:
     """The checkout measured, when it is a git one (results name what they measured)."""
     try:
         out = subprocess.run(

@@ -45,6 +45,7 @@ VERBS = {
     "bench-baseline": ("shared.tools.bench.baseline", "run_bench_baseline"),
     "bench-scale": ("shared.tools.bench.scale", "run_bench_scale"),
     "bench-replicas": ("shared.tools.bench.replicas", "run_bench_replicas"),
+    "bench-latency": ("shared.tools.bench.paced", "run_bench_latency"),
 }
 
 
@@ -142,6 +143,13 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         from shared.tools.bench.suite import add_arguments
 
         add_arguments(bench_parser)
+    latency_parser = sub.add_parser(
+        "bench-latency", help="publish -> bound at half the throughput, per stage"
+    )
+    if command == "bench-latency":
+        from shared.tools.bench.paced import add_arguments as add_latency_arguments
+
+        add_latency_arguments(latency_parser)
     replicas_parser = sub.add_parser(
         "bench-replicas", help="SchedulingBasic on NATS R1, a cluster R1, R3, R3 fsynced"
     )
