@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from shared.config import ConfigError, SchedulerConfiguration, load_config
 from shared.runtime import metrics, progress
-from shared.runtime.connections import connect_nats, connect_redis, ensure_streams
+from shared.runtime.connections import connect_nats, connect_redis, ensure_streams, reached_first
 from shared.runtime.discovery import StatsData, register
 from shared.runtime.elector import LeaderElector, LeaseClients
 from shared.runtime.fencing import EpochFloor, FencedBatch
@@ -118,8 +118,11 @@ class Runtime:
         """The lease thread's own NATS connection and Redis client, opened on its own
         event loop (runtime/elector.py): a blocked service loop does not stop them."""
         settings = self.settings
+        # A new leader opens them under its renew deadline: the server the service's
+        # connection reached is tried first, not one that may be cut off from here.
+        urls = reached_first(settings.nats_urls, self.nc.connected_url)
         nc = await connect_nats(
-            settings.nats_urls, f"ksched-{settings.service}-lease", settings.credentials
+            urls, f"ksched-{settings.service}-lease", settings.credentials, in_order=True
         )
         redis = connect_redis(settings.redis_url, settings.credentials)
 
