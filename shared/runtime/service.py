@@ -36,6 +36,10 @@ log = logging.getLogger("ksched.service")
 
 SHUTDOWN_GRACE_SECONDS = 10.0
 DRAIN_SECONDS = 2.0
+# A new leader's reads at takeover (each retried until answered): a request sent while
+# a stream elects its leader, or through a server that then died, is never answered,
+# and waiting the services' 10 s on it was most of a takeover after a host was lost.
+TAKEOVER_REQUEST_TIMEOUT = 3.0
 
 
 class Runtime:
@@ -47,6 +51,7 @@ class Runtime:
         self.registry = CollectorRegistry()
         self.nc: NATS = NATS()
         self.js: JetStreamContext
+        self.takeover_js: JetStreamContext  # the same, with TAKEOVER_REQUEST_TIMEOUT
         self.redis: aioredis.Redis = connect_redis(settings.redis_url, settings.credentials)
         # Set by the service's logic once it listens (subscriptions, consumers): before
         # that, a request to it would find no responder, so /readyz says not ready.
@@ -88,6 +93,7 @@ class Runtime:
             self.settings.nats_urls, f"ksched-{self.settings.service}", self.settings.credentials
         )
         self.js = self.nc.jetstream(timeout=10)
+        self.takeover_js = self.nc.jetstream(timeout=TAKEOVER_REQUEST_TIMEOUT)
         replicas = self.settings.stream_replicas
         await retry_forever("ensure streams", lambda: ensure_streams(self.js, replicas=replicas))
         if self.settings.service in LEADER_ELECTED:
