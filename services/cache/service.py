@@ -261,8 +261,8 @@ class CacheService:
     async def _take_over(self) -> None:
         """The state as Redis holds it, or rebuilt from the log when Redis lost it (or
         never held it); written back as a new incarnation before anything is served."""
-        takeover = await state_at_takeover(self.rt.js, self.rt.redis, SERVICE)
-        requests = await read_in_flight(self.rt.js)  # before the log: see rebuild.py
+        takeover = await state_at_takeover(self.rt.takeover_js, self.rt.redis, SERVICE)
+        requests = await read_in_flight(self.rt.takeover_js)  # before the log: see rebuild.py
         if takeover.lost is None and (await self._restore() or not takeover.first):
             await self._reconcile(requests)
             self.mark.start(takeover.incarnation, takeover.marker.applied)

@@ -397,7 +397,7 @@ class QueueService:
     async def _take_over(self) -> None:
         """The queue as Redis holds it, or rebuilt from the log when Redis lost it (or
         never held it); written back as a new incarnation before anything is served."""
-        takeover = await state_at_takeover(self.rt.js, self.rt.redis, SERVICE)
+        takeover = await state_at_takeover(self.rt.takeover_js, self.rt.redis, SERVICE)
         if takeover.lost is None and (await self._restore() or not takeover.first):
             self.mark.start(takeover.incarnation, takeover.marker.applied)
             await self.state.adopt()

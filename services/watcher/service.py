@@ -61,7 +61,7 @@ class Watcher:
 
     async def run(self) -> None:
         durable = await retry_forever(
-            "take over the cluster stream", lambda: take_over(self.rt.js, self.rt.epoch)
+            "take over the cluster stream", lambda: take_over(self.rt.takeover_js, self.rt.epoch)
         )
         await retry_forever("list the priority classes", self._list_priority_classes)
         while not self.stopping.is_set():
@@ -148,7 +148,7 @@ class Watcher:
         """Every PriorityClass the stream holds, before consuming: a leader resumes past
         its predecessor's position and would otherwise not know the classes published
         before it."""
-        js = self.rt.js
+        js = self.rt.takeover_js
         info = await js.stream_info(CLUSTER_STREAM, subjects_filter=f"{PRIORITYCLASSES_PREFIX}.>")
         for subject in info.state.subjects or {}:
             last = await js.get_last_msg(CLUSTER_STREAM, subject)

@@ -22,7 +22,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from shared.runtime.watermark import acked_through, all_consumers, is_watcher_consumer
+from shared.runtime.watermark import acked_through, watcher_consumers
 from shared.subjects import CLUSTER_PREFIX, CLUSTER_STREAM, WATCHER_CONSUMER
 
 log = logging.getLogger("ksched.watcher")
@@ -51,8 +51,8 @@ def consumer_config(name: str, after: int) -> ConsumerConfig:
 async def take_over(js: JetStreamContext, epoch: int) -> str:
     """Create this leader's consumer and delete its predecessors'; returns its name."""
     name = consumer_name(epoch)
-    infos = await all_consumers(js)
-    previous = [c for c in infos if is_watcher_consumer(c) and c.name != name]
+    infos = await watcher_consumers(js)
+    previous = [c for c in infos if c.name != name]
     after = acked_through(previous)
     if not any(c.name == name for c in infos):
         await js.add_consumer(CLUSTER_STREAM, consumer_config(name, after))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import ssl
 from typing import Any
+from urllib.parse import ParseResult, urlparse
 
 import nats
 import redis.asyncio as aioredis
@@ -41,8 +43,24 @@ def nats_auth(creds: Credentials | None) -> dict[str, Any]:
     return auth
 
 
-async def connect_nats(urls: list[str], name: str, creds: Credentials | None = None) -> NATS:
-    """Connect, retrying forever; once connected, nats-py reconnects forever."""
+def reached_first(urls: list[str], reached: ParseResult | None) -> list[str]:
+    """`urls` with the server that another connection of this process reached put first
+    (the others shuffled, as nats-py would): a server cut off from this host answers
+    no connect, and trying it first costs the whole connect timeout."""
+    if reached is None:
+        return urls
+    here = (reached.hostname, reached.port)
+    first = [u for u in urls if (urlparse(u).hostname, urlparse(u).port) == here]
+    rest = [u for u in urls if u not in first]
+    random.shuffle(rest)
+    return first + rest
+
+
+async def connect_nats(
+    urls: list[str], name: str, creds: Credentials | None = None, *, in_order: bool = False
+) -> NATS:
+    """Connect, retrying forever; once connected, nats-py reconnects forever. The
+    servers are tried in a random order, or in the given one (`in_order`)."""
 
     async def on_error(err: Exception) -> None:
         log.warning("nats error: %s", err)
@@ -61,6 +79,7 @@ async def connect_nats(urls: list[str], name: str, creds: Credentials | None = N
                 name=name,
                 allow_reconnect=True,
                 max_reconnect_attempts=-1,
+                dont_randomize=in_order,
                 reconnect_time_wait=0.5,
                 connect_timeout=2,
                 ping_interval=5,

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from shared.config import ConfigError, SchedulerConfiguration, load_config
 from shared.runtime import metrics, progress
-from shared.runtime.connections import connect_nats, connect_redis, ensure_streams
+from shared.runtime.connections import connect_nats, connect_redis, ensure_streams, reached_first
 from shared.runtime.discovery import StatsData, register
 from shared.runtime.elector import LeaderElector, LeaseClients
 from shared.runtime.fencing import EpochFloor, FencedBatch
@@ -36,6 +36,10 @@ log = logging.getLogger("ksched.service")
 
 SHUTDOWN_GRACE_SECONDS = 10.0
 DRAIN_SECONDS = 2.0
+# A new leader's reads at takeover (each retried until answered): a request sent while
+# a stream elects its leader, or through a server that then died, is never answered,
+# and waiting the services' 10 s on it was most of a takeover after a host was lost.
+TAKEOVER_REQUEST_TIMEOUT = 3.0
 
 
 class Runtime:
@@ -47,6 +51,7 @@ class Runtime:
         self.registry = CollectorRegistry()
         self.nc: NATS = NATS()
         self.js: JetStreamContext
+        self.takeover_js: JetStreamContext  # the same, with TAKEOVER_REQUEST_TIMEOUT
         self.redis: aioredis.Redis = connect_redis(settings.redis_url, settings.credentials)
         # Set by the service's logic once it listens (subscriptions, consumers): before
         # that, a request to it would find no responder, so /readyz says not ready.
@@ -88,6 +93,7 @@ class Runtime:
             self.settings.nats_urls, f"ksched-{self.settings.service}", self.settings.credentials
         )
         self.js = self.nc.jetstream(timeout=10)
+        self.takeover_js = self.nc.jetstream(timeout=TAKEOVER_REQUEST_TIMEOUT)
         replicas = self.settings.stream_replicas
         await retry_forever("ensure streams", lambda: ensure_streams(self.js, replicas=replicas))
         if self.settings.service in LEADER_ELECTED:
@@ -118,8 +124,11 @@ class Runtime:
         """The lease thread's own NATS connection and Redis client, opened on its own
         event loop (runtime/elector.py): a blocked service loop does not stop them."""
         settings = self.settings
+        # A new leader opens them under its renew deadline: the server the service's
+        # connection reached is tried first, not one that may be cut off from here.
+        urls = reached_first(settings.nats_urls, self.nc.connected_url)
         nc = await connect_nats(
-            settings.nats_urls, f"ksched-{settings.service}-lease", settings.credentials
+            urls, f"ksched-{settings.service}-lease", settings.credentials, in_order=True
         )
         redis = connect_redis(settings.redis_url, settings.credentials)
 
