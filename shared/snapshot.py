@@ -73,6 +73,10 @@ class Snapshot:
         self._pod_groups: dict[str, dict[str, Any]] = {}
         self._pod_groups_version: bytes | str | None = None
         self._refreshing = asyncio.Lock()
+        # How many refreshes found room freed (a pod gone from a node, a node new): a
+        # worker compares it across a batch to tell whether a pod it turned away was
+        # judged against room the cache had already freed.
+        self.freed = 0
 
     async def pod_groups(self, redis: aioredis.Redis) -> dict[str, dict[str, Any]]:
         """The pod groups the cache tracks ("ns/name" -> record), re-read only when the
@@ -128,6 +132,7 @@ class Snapshot:
 
     def _apply(self, changed: list[tuple[str, bytes | str | None]]) -> None:
         rebuild = False
+        freed = False
         replaced = []
         for name, record in changed:
             old = self.nodes.get(name)
@@ -137,6 +142,8 @@ class Snapshot:
                 continue
             info = self._decode(name, record, old)
             self.nodes[name] = info
+            if old is None or not old.pods.keys() <= info.pods.keys():
+                freed = True
             if (
                 old is None
                 or (old.raw_node is None) != (info.raw_node is None)
@@ -147,6 +154,7 @@ class Snapshot:
                 replaced.append(info)
         if not changed:
             return
+        self.freed += freed
         if rebuild or self._list is None:
             self._list = None
             self._cluster = None

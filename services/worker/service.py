@@ -201,6 +201,7 @@ class Worker:
         """`stamps`: the batch's stage times so far, carried on to the bindings."""
         start = time.perf_counter()
         await self.snapshot.refresh()
+        freed = self.snapshot.freed
         self.preemption.prune_terminating()
         await self.permit.refresh_pod_groups()
         reports: list[Report] = []
@@ -223,6 +224,10 @@ class Worker:
         # Victims already gone mean this attempt read a node older than the queue's view:
         # their deletion may have moved pods before this one was parked; move it now.
         gone = any(a.victims_gone for a, _ in failed)
+        # Likewise room the cache freed after this batch read the snapshot (a lapsed
+        # attempt forgotten, a pod deleted): the queue's move for it may have come
+        # before these pods were popped, and nothing else would bring them back.
+        gone = gone or (bool(failed) and await self._freed_since(freed))
         move = event_label(EVENT_ASSIGNED_POD_DELETE) if gone else None
         await retry_forever("report to queue", lambda: self._report(reports, move), max_delay=1.0)
         per_pod = (time.perf_counter() - start) / max(len(queued), 1)
@@ -233,6 +238,15 @@ class Worker:
         for rep in reports:  # kube's result label: scheduled, unschedulable, error
             result = "scheduled" if rep["outcome"] == "assumed" else rep["outcome"]
             self.duration.labels(result, profiles.get(rep["key"], "")).observe(per_pod)
+
+    async def _freed_since(self, freed: int) -> bool:
+        """Whether the cache freed room since the snapshot showed `freed` refreshes with
+        room freed (read again now)."""
+        try:
+            await self.snapshot.refresh()
+        except Exception as err:  # Redis busy or away: the batch's failures stand
+            log.warning("refresh after failures failed: %s", err)
+        return self.snapshot.freed != freed
 
     def _attempt(self, qp: QueuedPod, reports: list[Report]) -> Attempt | None:
         scheduler = self.schedulers.get(scheduler_name(qp["pod"]))

@@ -193,3 +193,23 @@ async def test_while_redis_holds_no_cache_state_the_snapshot_stays(
     await redis.flushall()  # the cache is writing its state again
     assert await snapshot.refresh() == 0
     assert sorted(snapshot.nodes) == ["n1"]
+
+
+async def test_a_refresh_counts_room_freed_not_room_taken(redis: aioredis.Redis) -> None:
+    """What a worker asks after turning pods away: did the cache free room (a pod gone
+    from a node, a node new) since it read? A pod added or kept frees nothing."""
+    a = PodInfo.of(make_pod("a", cpu="1"), 1)
+    b = PodInfo.of(make_pod("b", cpu="1"), 2)
+    await write_node(redis, node("n1", a), 1)
+    snapshot = Snapshot(redis)
+    await snapshot.refresh()
+    freed = snapshot.freed  # the first read finds every node new
+    await write_node(redis, node("n1", a, b), 2)  # room taken
+    await snapshot.refresh()
+    assert snapshot.freed == freed
+    await write_node(redis, node("n1", b), 3)  # a forgotten or deleted: room freed
+    await snapshot.refresh()
+    assert snapshot.freed == freed + 1
+    await write_node(redis, node("n2"), 4)  # a new node: room too
+    await snapshot.refresh()
+    assert snapshot.freed == freed + 2
