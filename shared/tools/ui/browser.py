@@ -6,11 +6,13 @@ thread."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -44,7 +46,10 @@ class Browser:
         binary = find_chromium()
         if binary is None:
             raise BrowserError("no chromium on PATH (Debian: apt-get install chromium)")
-        self._profile = tempfile.TemporaryDirectory(prefix="ksched-chromium-")
+        # A helper process still writing as the profile goes must not fail the close.
+        self._profile = tempfile.TemporaryDirectory(
+            prefix="ksched-chromium-", ignore_cleanup_errors=True
+        )
         to_child_r, self._to_child = (_high(fd) for fd in os.pipe())
         self._from_child, from_child_w = (_high(fd) for fd in os.pipe())
 
@@ -70,6 +75,7 @@ class Browser:
             stderr=subprocess.DEVNULL,
             preexec_fn=wire_pipe,
             pass_fds=(3, 4),
+            start_new_session=True,  # its helper processes go with it at close
         )
         os.close(to_child_r)
         os.close(from_child_w)
@@ -89,15 +95,20 @@ class Browser:
         self.close()
 
     def close(self) -> None:
-        self._proc.terminate()
+        self._signal_group(signal.SIGTERM)
         try:
             self._proc.wait(10)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
+        self._signal_group(signal.SIGKILL)  # renderers and utilities left behind
         os.close(self._to_child)
         os.close(self._from_child)
         self._profile.cleanup()
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, sig)
 
     # --- the protocol ---------------------------------------------------------------
 
