@@ -23,17 +23,14 @@ from shared.api.models import (
     Pod,
     PodGroup,
     PriorityClass,
-    TemplateKey,
     describe_validation_error,
-    memoize,
-    parse_pod,
-    template_key,
     validate_label,
     validate_subdomain,
 )
 from shared.api.owners import OWNER_MODELS, Owner, name_error
 from shared.api.pdb import PodDisruptionBudget
 from shared.api.pod_validation import pod_spec_errors
+from shared.api.podparse import TemplateKey, memoize, parse_pod, template_key
 from shared.api.podresources import pod_resources_errors
 from shared.api.schema import MAX_STRICT_ERRORS, unknown_in
 from shared.api.validation import SHOWN_MAX, go_escape, go_quote, label_errors, show_number

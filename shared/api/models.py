@@ -8,9 +8,8 @@ errors name the field (see `describe_validation_error`).
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
-import msgpack
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -311,67 +310,6 @@ class Pod(K8sModel):
     @property
     def key(self) -> str:
         return self.metadata.key
-
-
-# Validated PodSpecs by their packed form. Pods of one template (a Deployment's, a
-# Job's) share a spec; validating it (containers, quantities) is most of a pod's cost.
-# A spec is never changed after validation, so pods may share one.
-_SPEC_MEMO: dict[bytes, PodSpec] = {}
-SPEC_MEMO_MAX = 4096
-SPEC_MEMO_MAX_BYTES = 64 * 1024
-
-M = TypeVar("M")
-
-
-def memoize(memo: dict[bytes, M], key: bytes, value: M) -> None:
-    """Keep `value` for the spec packed as `key`, unless the spec is too large to keep
-    around; the oldest entry makes room."""
-    if len(key) > SPEC_MEMO_MAX_BYTES:
-        return
-    if len(memo) >= SPEC_MEMO_MAX:
-        del memo[next(iter(memo))]
-    memo[key] = value
-
-
-TemplateKey = tuple[bytes, str | None]
-_UNSET: Any = object()
-
-
-def template_key(spec: Any) -> TemplateKey | None:
-    """What pods of one template share: the spec packed without a bound pod's nodeName
-    (one entry per template, not per node), and that nodeName; None when the spec
-    cannot be packed (e.g. an integer beyond 64 bits) or is not an object."""
-    if not isinstance(spec, dict):
-        return None
-    node_name = spec.get("nodeName")
-    if isinstance(node_name, str) and node_name and "node_name" not in spec:
-        template = {k: v for k, v in spec.items() if k != "nodeName"}
-    else:
-        template, node_name = spec, None
-    try:
-        return msgpack.packb(template), node_name
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def parse_pod(raw: dict[str, Any], key: TemplateKey | None = _UNSET) -> Pod:
-    """Pod.model_validate(raw), with a spec validated before reused: the result and
-    the errors are the same (the spec is validated on its own either way). `key` is
-    the spec's template_key, when the caller has it already."""
-    if key is _UNSET:
-        key = template_key(raw.get("spec"))
-    if key is None:
-        return Pod.model_validate(raw)
-    packed, node_name = key
-    known = _SPEC_MEMO.get(packed)
-    if known is None:
-        pod = Pod.model_validate(raw)
-        spec = pod.spec if node_name is None else pod.spec.model_copy(update={"node_name": ""})
-        memoize(_SPEC_MEMO, packed, spec)
-        return pod
-    pod = Pod.model_validate({k: v for k, v in raw.items() if k != "spec"})
-    pod.spec = known if node_name is None else known.model_copy(update={"node_name": node_name})
-    return pod
 
 
 # --- nodes --------------------------------------------------------------------

@@ -11,7 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.api.models import Node, Pod, key_of, parse_pod
+from shared.api.models import Node, Pod, key_of
+from shared.api.podparse import parse_pod
 from shared.api.quantity import parse_nonnegative, resource_amount
 from shared.api.resources import pod_host_ports, pod_request_totals
 from shared.wire import pack, unpack

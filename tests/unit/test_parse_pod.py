@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from shared.api.models import Pod, describe_validation_error, parse_pod
+from shared.api.models import Pod, describe_validation_error
+from shared.api.podparse import BUILT_FIELDS, parse_pod
 from shared.tools.synthetic import make_pod
 
 names = st.from_regex(r"[a-z][a-z0-9-]{0,10}", fullmatch=True)
@@ -78,3 +79,116 @@ def test_a_spec_msgpack_cannot_pack_is_validated_whole() -> None:
     raw["spec"]["unknownField"] = 10**30  # ignored by the model, but no msgpack key
     assert errors_of(raw, parse_pod) == errors_of(raw, Pod.model_validate)
     assert parse_pod(raw) == Pod.model_validate(raw)
+
+
+# --- metadata and status built without pydantic (podparse._plain_pod) ---------------
+
+# Values of every shape a field may meet: plain ones, and ones only pydantic judges.
+odd = st.sampled_from([None, 5, True, 1.5, b"x", [], {}, ["a"], {"a": 1}])
+text = st.sampled_from(["", "x", "node-1", "2024-01-01T00:00:00Z"]) | odd
+string_map = st.dictionaries(names, names, max_size=2) | st.sampled_from([None, {"a": 5}, {5: "a"}])
+condition = st.dictionaries(
+    st.sampled_from(["type", "status", "reason", "message", "lastTransitionTime"]),
+    text,
+) | st.sampled_from([{"type": "PodScheduled", "status": "True"}, None, "x"])
+SNAKE = ["creation_timestamp", "deletion_timestamp", "nominated_node_name", "start_time"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    meta=st.fixed_dictionaries(
+        {},
+        optional={
+            "name": text,
+            "namespace": text,
+            "uid": text,
+            "labels": string_map,
+            "annotations": string_map,
+            "creationTimestamp": text,
+            "deletionTimestamp": text,
+            "generateName": text,
+            "creation_timestamp": text,
+        },
+    )
+    | odd,
+    status=st.fixed_dictionaries(
+        {},
+        optional={
+            "phase": text,
+            "conditions": st.lists(condition, max_size=2) | odd,
+            "nominatedNodeName": text,
+            "startTime": text,
+            "start_time": text,
+            "hostIP": text,
+        },
+    )
+    | odd,
+    top=st.fixed_dictionaries(
+        {},
+        optional={
+            "apiVersion": text,
+            "kind": st.sampled_from(["Pod", "Node"]) | text,
+            "api_version": text,
+        },
+    ),
+    node_name=st.sampled_from([None, "node-1"]),
+)
+def test_metadata_and_status_of_every_shape_parse_as_pydantic_does(
+    meta: Any, status: Any, top: dict[str, Any], node_name: str | None
+) -> None:
+    """With the spec known, the pod parses to the same object (fields, the fields set,
+    their order) or fails with the same errors as validating it whole."""
+    template = make_pod("t", cpu="250m")
+    parse_pod(template)  # the spec is known from here on
+    raw = {**top, "metadata": meta, "spec": dict(template["spec"]), "status": status}
+    if node_name:
+        raw["spec"]["nodeName"] = node_name
+    expected = errors_of(raw, Pod.model_validate)
+    assert errors_of(raw, parse_pod) == expected
+    if expected is None:
+        assert_same_model(parse_pod(raw), Pod.model_validate(raw))
+
+
+def assert_same_model(got: Any, want: Any) -> None:
+    """Equal, and equal in what == leaves out: the fields set, the fields' order."""
+    assert type(got) is type(want)
+    if isinstance(want, BaseModel):
+        assert got.model_fields_set == want.model_fields_set
+        assert list(got.__dict__) == list(want.__dict__)
+        assert got.__pydantic_extra__ == want.__pydantic_extra__
+        for name in want.__dict__:
+            assert_same_model(getattr(got, name), getattr(want, name))
+    elif isinstance(want, list):
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            assert_same_model(g, w)
+    else:
+        assert got == want
+
+
+@pytest.mark.parametrize("model", list(BUILT_FIELDS))
+def test_the_plain_builders_fill_every_field_of_their_model(model: type[BaseModel]) -> None:
+    assert BUILT_FIELDS[model] == tuple(model.model_fields)
+
+
+def test_a_plain_pod_of_a_known_template_is_not_validated_by_pydantic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The metadata and status of a plain pod (what the watcher meets almost always)
+    skip pydantic, bound or not; they are the same objects as pydantic's."""
+    pending = make_pod("p1", cpu="333m", labels={"app": "a"})
+    bound = make_pod("p2", cpu="333m")
+    bound["spec"]["nodeName"] = "node-3"
+    bound["status"] = {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "True", "lastProbeTime": None}],
+    }
+    parse_pod(make_pod("p0", cpu="333m"))
+    wanted = [Pod.model_validate(pending), Pod.model_validate(bound)]
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("validated by pydantic")
+
+    monkeypatch.setattr(Pod, "model_validate", refuse)
+    for raw, want in zip([pending, bound], wanted, strict=True):
+        assert_same_model(parse_pod(raw), want)
