@@ -45,18 +45,29 @@ CLUSTER_KINDS: dict[str, tuple[str, bool]] = {
 }
 
 
+# The same table by the word after "ksched.cluster." (each prefix is that one word more).
+_CLUSTER_DOT = f"{CLUSTER_PREFIX}."
+_KINDS_BY_WORD = {
+    prefix.removeprefix(_CLUSTER_DOT): (kind, namespaced)
+    for kind, (prefix, namespaced) in CLUSTER_KINDS.items()
+}
+
+
 def object_of_subject(subject: str) -> tuple[str, str, str] | None:
     """(kind, namespace, name) of the object a cluster subject names ("" namespace for
-    a cluster-scoped kind), or None when the subject names none."""
-    for kind, (prefix, namespaced) in CLUSTER_KINDS.items():
-        if not subject.startswith(prefix + "."):
-            continue
-        rest = subject[len(prefix) + 1 :]
-        if not namespaced:
-            return (kind, "", rest) if rest else None
-        namespace, _, name = rest.partition(".")
-        return (kind, namespace, name) if namespace and name else None
-    return None
+    a cluster-scoped kind), or None when the subject names none. One look-up: the
+    watcher reads every event's subject."""
+    if not subject.startswith(_CLUSTER_DOT):
+        return None
+    word, dot, rest = subject[len(_CLUSTER_DOT) :].partition(".")
+    found = _KINDS_BY_WORD.get(word) if dot else None
+    if found is None:
+        return None
+    kind, namespaced = found
+    if not namespaced:
+        return (kind, "", rest) if rest else None
+    namespace, _, name = rest.partition(".")
+    return (kind, namespace, name) if namespace and name else None
 
 
 # --- public: Kubernetes Event objects and rejected input ---------------------

@@ -41,6 +41,18 @@ def pack(obj: Any) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
+_header_packer = msgpack.Packer(use_bin_type=True)
+
+
+def pack_with(item: Mapping[str, Any], field: str, packed: bytes) -> bytes:
+    """pack(item), where `packed` is pack(item[field]) made before: the object is not
+    packed again. The field comes last (a map's order means nothing to its reader)."""
+    rest = {k: v for k, v in item.items() if k != field}
+    header = _header_packer.pack_map_header
+    body = pack(rest)[len(header(len(rest))) :]
+    return header(len(rest) + 1) + body + pack(field) + packed
+
+
 class TooLarge(ValueError):
     """One item is larger than any message may be."""
 

@@ -20,7 +20,10 @@ from typing import Any
 
 from shared.framework.events import ASSIGNED_POD, DELETE
 from shared.messages import CacheEvent, QueueEvent
-from shared.wire import Chunk, dump_json, item_limit, pack, pack_chunks
+from shared.wire import Chunk, dump_json, item_limit, pack, pack_chunks, pack_with
+
+# An object and its msgpack (shared.api.events.ClusterEvent.packed).
+Packed = tuple[dict[str, Any], bytes]
 
 # Room left in a message beside the largest object: an internal item's own fields, and
 # what ksched adds when it writes the object back (spec.nodeName and the PodScheduled
@@ -65,29 +68,44 @@ class Outbound:
     cache_from: list[int] = field(default_factory=list)
     assigned_pod_deletes: int = 0
 
-    def add(self, source: int, to_queue: list[QueueEvent], to_cache: list[CacheEvent]) -> None:
-        """Take one event's items; ValueError (with the reason) if they cannot travel."""
+    def add(
+        self,
+        source: int,
+        to_queue: list[QueueEvent],
+        to_cache: list[CacheEvent],
+        packed: Packed | None = None,
+    ) -> None:
+        """Take one event's items; ValueError (with the reason) if they cannot travel.
+        `packed` is the event's object with its packing (ClusterEvent.packed): an item
+        carrying that object carries those bytes, packed once."""
         try:
-            queue = [self._pack_queue_item(e) for e in to_queue]
-            cache = [pack(e) for e in to_cache]
+            queue = [self._pack_queue_item(e, packed) for e in to_queue]
+            cache = [_pack(e, packed) for e in to_cache]
         except (TypeError, ValueError, OverflowError) as err:  # msgpack raises these
             raise ValueError(f"cannot be encoded for ksched's internal messages: {err}") from None
         room = item_limit(self.limit)
-        if any(len(item) > room for item in (*queue, *cache)):
-            raise ValueError(f"too large for ksched's internal messages ({self.limit} bytes)")
+        for item in queue:
+            if len(item) > room:
+                raise ValueError(f"too large for ksched's internal messages ({self.limit} bytes)")
+        for item in cache:
+            if len(item) > room:
+                raise ValueError(f"too large for ksched's internal messages ({self.limit} bytes)")
         self.queue += queue
         self.queue_from += [source] * len(queue)
-        self.cache += cache
-        self.cache_from += [source] * len(cache)
-        self.assigned_pod_deletes += sum(1 for e in to_queue if _is_assigned_pod_delete(e))
+        if cache:
+            self.cache += cache
+            self.cache_from += [source] * len(cache)
+        for e in to_queue:
+            if _is_assigned_pod_delete(e):
+                self.assigned_pod_deletes += 1
 
-    def _pack_queue_item(self, event: QueueEvent) -> bytes:
-        packed = pack(event)
-        if len(packed) > item_limit(self.limit) and event.get("op") == "move":
+    def _pack_queue_item(self, event: QueueEvent, packed: Packed | None) -> bytes:
+        data = _pack(event, packed)
+        if len(data) > item_limit(self.limit) and event.get("op") == "move":
             # A large node's old and new versions together may not fit where either
             # alone does: the hints then judge the event without its objects.
-            packed = pack({**event, "old": None, "new": None})
-        return packed
+            data = pack({**event, "old": None, "new": None})
+        return data
 
     def queue_chunks(self, head: dict[str, Any], through: int) -> list[Chunk]:
         return _chunks(self.queue, self.limit, head, through)
@@ -104,6 +122,16 @@ def _chunks(items: list[bytes], limit: int, head: dict[str, Any], through: int) 
         return [Chunk(pack({**last_head, "events": []}), 0)]
     tail = items[len(items) - chunks[-1].items :]
     return chunks[:-1] + pack_chunks(tail, "events", limit, last_head)
+
+
+def _pack(item: QueueEvent | CacheEvent, packed: Packed | None) -> bytes:
+    """The item packed, the event's object inside it as packed already."""
+    if packed is not None:
+        obj, data = packed
+        for key, value in item.items():
+            if value is obj:
+                return pack_with(item, key, data)
+    return pack(item)
 
 
 def _is_assigned_pod_delete(e: QueueEvent) -> bool:

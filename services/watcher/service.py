@@ -10,18 +10,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from typing import Any
 
 from nats.aio.msg import Msg
 
-from services.watcher.outbound import Outbound, object_limit, too_large
+from services.watcher.outbound import Outbound, Packed, object_limit, too_large
 from services.watcher.takeover import rewind, rewind_point, take_over
 from services.watcher.undo import undo_refused
 from services.watcher.warnings import FieldWarnings
 from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
 from shared.api.priority import PriorityClasses, admit_event
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE
-from shared.routing import Informer, Routed, immutable_node_name, move, route, stamped
+from shared.messages import CacheEvent, QueueEvent
+from shared.routing import Informer, immutable_node_name, move, route, stamped
 from shared.runtime import metrics
 from shared.runtime.consume import Deliveries, consume_batches, stream_sequence
 from shared.runtime.retry import retry_forever
@@ -103,32 +105,38 @@ class Watcher:
         watched = time.time()
         limit = body_limit(self.rt.nc.max_payload)
         out = Outbound(limit)
+        counted: Counter[tuple[str, str]] = Counter()
         for index, msg in enumerate(msgs):
-            routed = await self._decode_and_route(msg, object_limit(limit))
-            if routed is None:
+            routed = self._decode_and_route(msg, object_limit(limit), counted)
+            if isinstance(routed, str):
+                await self._reject(msg, routed)
                 continue
             try:
                 out.add(index, *routed)
             except ValueError as err:
                 await self._reject(msg, str(err))
+        for (kind, etype), count in counted.items():  # one increment per batch and label
+            self._events_counter(kind, etype).inc(count)
         failed = await self._deliver(out, stream_sequence(msgs[-1]), watched)
         for index, reason in sorted(failed.items()):
             await self._reject(msgs[index], f"not applied: {reason}")
         await retry_forever("ack", msgs[-1].ack)
 
-    async def _decode_and_route(self, msg: Msg, limit: int) -> Routed | None:
+    def _decode_and_route(
+        self, msg: Msg, limit: int, counted: Counter[tuple[str, str]]
+    ) -> tuple[list[QueueEvent], list[CacheEvent], Packed | None] | str:
+        """The event's items for queue and cache (with its object's packing), or the
+        reason it is refused."""
         seq = stream_sequence(msg)
         try:
             ev = decode_cluster_event(msg.subject, msg.data, msg.headers, seq)
         except BadEvent as err:
-            await self._reject(msg, str(err))
-            return None
+            return str(err)
         reason = too_large(msg.data, is_msgpack(msg.headers), ev.raw, limit)
         reason = reason or immutable_node_name(ev, self.informer) or self._admit(ev)
         if reason:
-            await self._reject(msg, reason)
-            return None
-        self._events_counter(ev.kind, ev.type).inc()
+            return reason
+        counted[ev.kind, ev.type] += 1
         warning = self.field_warnings.to_warn(ev)
         if warning:
             self.warnings.labels(ev.kind).inc()
@@ -137,7 +145,7 @@ class Watcher:
         for item in to_queue:
             if item["op"] == "upsert":  # what the pod weighs in a pop reply
                 item["size"] = len(msg.data)
-        return to_queue, to_cache
+        return to_queue, to_cache, ev.packed
 
     def _admit(self, ev: ClusterEvent) -> str | None:
         """PriorityClasses are remembered; a pod goes through Priority admission (its

@@ -110,13 +110,20 @@ class ClusterEvent:
     # Fields the API schema does not have: the API server warns about them when the
     # client does not ask for strict validation, and so does the watcher.
     unknown: list[str] = field(default_factory=list)
+    # `raw` packed (msgpack), as the door's check packed it: the internal hops carry
+    # these bytes while `raw` is still that object (admission may replace it).
+    packed: tuple[dict[str, Any], bytes] | None = None
 
 
 def parse_subject(subject: str) -> SubjectRef:
+    kind, namespace, name = _object_of(subject)
+    return SubjectRef(kind, namespace, name)
+
+
+def _object_of(subject: str) -> tuple[Kind, str, str]:
     found = object_of_subject(subject)
     if found is not None:
-        kind, namespace, name = found
-        return SubjectRef(kind, namespace, name)  # type: ignore[arg-type]
+        return found  # type: ignore[return-value]
     namespaced = ", ".join(
         prefix.rsplit(".", 1)[1] for prefix, scoped in CLUSTER_KINDS.values() if scoped
     )
@@ -130,7 +137,7 @@ def parse_subject(subject: str) -> SubjectRef:
 def decode_cluster_event(
     subject: str, data: bytes, headers: Mapping[str, str] | None, seq: int
 ) -> ClusterEvent:
-    ref = parse_subject(subject)
+    kind, namespace, name = _object_of(subject)
     try:
         payload = decode_user_payload(data, headers)
     except DecodeError as err:
@@ -143,13 +150,13 @@ def decode_cluster_event(
     if etype not in EVENT_TYPES:
         raise BadEvent(f"type must be one of {', '.join(EVENT_TYPES)}, got {etype!r}")
     raw = payload.get("object")
+    model = _MODELS[kind]
     if not isinstance(raw, dict):
-        raise BadEvent(f"object must be a Kubernetes {_MODELS[ref.kind].__name__} object")
-    raw = _fill_names(raw, ref)
-    model = _MODELS[ref.kind]
+        raise BadEvent(f"object must be a Kubernetes {model.__name__} object")
+    raw = _fill_names(raw, kind, namespace, name)
     key = template_key(raw.get("spec")) if model is Pod else None
     # Validated as the API server does on create and update (a delete carries no object).
-    unknown = [] if etype == "DELETED" else _api_checks(ref.kind, raw, key)
+    unknown = [] if etype == "DELETED" else _api_checks(kind, raw, key)
     try:
         obj = parse_pod(raw, key) if model is Pod else model.model_validate(raw)
         _validate_names(obj)
@@ -160,8 +167,8 @@ def decode_cluster_event(
     _validate_labels(obj)
     if isinstance(obj, Pod):
         _validate_pod_resources(raw)
-    _check_packable(raw)
-    return ClusterEvent(ref.kind, etype, obj, raw, subject, seq, unknown)
+    packed = _packed(raw)
+    return ClusterEvent(kind, etype, obj, raw, subject, seq, unknown, (raw, packed))
 
 
 def _api_checks(kind: Kind, raw: dict[str, Any], key: TemplateKey | None) -> list[str]:
@@ -200,21 +207,38 @@ def _spec_checks(spec: Any, key: TemplateKey | None) -> tuple[list[str], list[st
     return checks
 
 
+# Namespaces found valid: few, and met on every namespaced event.
+_VALID_NAMESPACES: set[str] = set()
+VALID_NAMESPACES_MAX = 4096
+
+
 def _validate_names(obj: ClusterObject) -> None:
-    if isinstance(obj, Node):
+    if isinstance(obj, Pod):  # first: nearly every event is a pod's
+        validate_subdomain(obj.metadata.name, "pod name")
+        _validate_namespace(obj.metadata.namespace)
+    elif isinstance(obj, Node):
         validate_subdomain(obj.metadata.name, "node name")
     elif isinstance(obj, PodDisruptionBudget):
         validate_subdomain(obj.metadata.name, "PodDisruptionBudget name")
     elif isinstance(obj, PriorityClass):
         validate_subdomain(obj.metadata.name, "PriorityClass name")
-    elif isinstance(obj, Pod | PodGroup | Workload):
+    elif isinstance(obj, PodGroup | Workload):
         validate_subdomain(obj.metadata.name, f"{obj.kind.lower()} name")
-        validate_label(obj.metadata.namespace, "namespace")
+        _validate_namespace(obj.metadata.namespace)
     else:  # Services and controllers: the API server's message
         error = name_error(obj)
         if error:
             raise ValueError(error)
-        validate_label(obj.metadata.namespace, "namespace")
+        _validate_namespace(obj.metadata.namespace)
+
+
+def _validate_namespace(namespace: str) -> None:
+    if namespace in _VALID_NAMESPACES:
+        return
+    validate_label(namespace, "namespace")
+    if len(_VALID_NAMESPACES) >= VALID_NAMESPACES_MAX:
+        _VALID_NAMESPACES.clear()
+    _VALID_NAMESPACES.add(namespace)
 
 
 def _validate_labels(obj: ClusterObject) -> None:
@@ -234,12 +258,12 @@ def _validate_pod_resources(raw: dict[str, Any]) -> None:
         raise BadEvent("; ".join(errors))
 
 
-def _check_packable(raw: dict[str, Any]) -> None:
+def _packed(raw: dict[str, Any]) -> bytes:
     """Every internal hop packs the object with msgpack: refuse one it cannot carry
     (an integer beyond 64 bits, a string that is not UTF-8). Packing is the check;
     finding what failed, the slow walk, is for refused objects only."""
     try:
-        pack(raw)
+        return pack(raw)
     except Exception as err:  # msgpack raises several unrelated types
         raise BadEvent(_unpackable(raw) or f"object cannot be packed: {err}") from None
 
@@ -283,16 +307,16 @@ def _key_path(path: str, key: Any) -> str:
     return f"{path}[{shown}]"
 
 
-def _fill_names(raw: dict[str, Any], ref: SubjectRef) -> dict[str, Any]:
+def _fill_names(raw: dict[str, Any], kind: Kind, namespace: str, name: str) -> dict[str, Any]:
     meta = raw.get("metadata")
     if meta is None:
         meta = {}
     if not isinstance(meta, dict):
         raise BadEvent("metadata must be an object")
     meta = dict(meta)
-    _agree(meta, "name", ref.name)
-    if ref.kind not in ("node", "priorityclass"):  # cluster-scoped
-        _agree(meta, "namespace", ref.namespace)
+    _agree(meta, "name", name)
+    if kind not in ("node", "priorityclass"):  # cluster-scoped
+        _agree(meta, "namespace", namespace)
     return {**raw, "metadata": meta}
 
 

@@ -40,15 +40,19 @@ class PriorityClasses:
 
     def __init__(self) -> None:
         self._classes: dict[str, PriorityClass] = {}
+        # global_default(), kept until the classes change: every pod without a class asks
+        self._default: tuple[Resolved | None] | None = None
 
     def __len__(self) -> int:
         return len(self._classes)
 
     def upsert(self, pc: PriorityClass) -> None:
         self._classes[pc.metadata.name] = pc
+        self._default = None
 
     def delete(self, name: str) -> None:
         self._classes.pop(name, None)
+        self._default = None
 
     def resolve(self, name: str) -> Resolved | None:
         if name in SYSTEM_CLASSES:
@@ -58,6 +62,11 @@ class PriorityClasses:
 
     def global_default(self) -> Resolved | None:
         """The globalDefault class (the lowest value if several claim it, as upstream)."""
+        if self._default is None:
+            self._default = (self._global_default(),)
+        return self._default[0]
+
+    def _global_default(self) -> Resolved | None:
         defaults = [pc for pc in self._classes.values() if pc.global_default]
         if not defaults:
             return None

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from services.watcher.outbound import OBJECT_ROOM, Outbound, object_limit, too_large
+from shared.api.events import decode_cluster_event
 from shared.framework.events import EVENT_NODE_ADD
 from shared.routing import move
+from shared.tools.synthetic import make_pod
 from shared.wire import dump_json, pack, unpack
 
 
@@ -90,3 +92,24 @@ def test_only_a_batch_s_last_message_names_where_it_ends(pods: int) -> None:
     assert [b.get("through") for b in bodies] == [None] * (len(bodies) - 1) + [4711]
     assert sum(len(b["events"]) for b in bodies) == pods
     assert all(b["epoch"] == 3 for b in bodies)
+
+
+def test_an_item_carrying_the_event_s_object_carries_its_packing() -> None:
+    """The door packed the object already (ClusterEvent.packed): the items carry those
+    bytes; an item with another object (admission replaced it) is packed whole."""
+    raw = make_pod("p", node="n1")
+    ev = decode_cluster_event(
+        "ksched.cluster.pods.default.p", dump_json({"type": "ADDED", "object": raw}), None, 7
+    )
+    assert ev.packed is not None and ev.packed == (ev.raw, pack(ev.raw))
+    marked = (ev.raw, ev.packed[1].replace(b"n1", b"n2"))  # to see which bytes travel
+    admitted = {**ev.raw, "spec": {**ev.raw["spec"], "priority": 0}}
+    out = Outbound(1 << 20)
+    out.add(
+        0,
+        [{"op": "upsert", "key": "default/p", "pod": ev.raw}],
+        [{"op": "pod_upsert", "name": "default/p", "pod": admitted}],
+        marked,
+    )
+    assert unpack(out.queue[0]) == {"op": "upsert", "key": "default/p", "pod": unpack(marked[1])}
+    assert unpack(out.cache[0])["pod"] == admitted

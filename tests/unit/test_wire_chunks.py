@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.wire import TooLarge, pack, pack_chunks, unpack
+from shared.wire import TooLarge, pack, pack_chunks, pack_with, unpack
 
 
 def test_items_are_split_in_order_and_every_message_fits() -> None:
@@ -44,3 +44,22 @@ def test_any_mix_of_sizes_fits_and_round_trips(sizes: list[int], limit: int) -> 
     assert all(len(c.data) <= limit for c in chunks)
     assert [i for c in chunks for i in unpack(c.data)["requests"]] == items
     assert sum(c.items for c in chunks) == len(items)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.dictionaries(
+        st.text(max_size=5),
+        st.none() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=20),
+        min_size=1,
+        max_size=20,
+    ),
+    st.data(),
+)
+def test_an_item_packed_around_its_packed_object_reads_as_packed_whole(
+    item: dict[str, object], data: st.DataObject
+) -> None:
+    field = data.draw(st.sampled_from(sorted(item)))
+    obj = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+    whole = {**item, field: obj}
+    assert unpack(pack_with(whole, field, pack(obj))) == whole
