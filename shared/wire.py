@@ -116,11 +116,15 @@ def dump_json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
+_CONTENT_TYPE = CONTENT_TYPE_HEADER.lower()
+
+
 def is_msgpack(headers: Mapping[str, str] | None) -> bool:
     if not headers:
         return False
     for key, value in headers.items():
-        if key.lower() == CONTENT_TYPE_HEADER.lower():
+        # the length first: most messages carry other headers (ksched's writes do)
+        if len(key) == len(_CONTENT_TYPE) and key.lower() == _CONTENT_TYPE:
             return value.split(";")[0].strip().lower() == MSGPACK_CONTENT_TYPE
     return False
 

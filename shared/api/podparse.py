@@ -37,6 +37,18 @@ _STATUS_SNAKE = frozenset({"nominated_node_name", "start_time"})
 _CONDITION_SNAKE = frozenset({"last_transition_time"})
 _POD_SNAKE = frozenset({"api_version"})
 
+
+# Each model's fields by alias (what the builders read), to count the fields an input
+# sets.
+def _by_alias(model: type[BaseModel]) -> dict[str, str]:
+    return {field.alias or name: name for name, field in model.model_fields.items()}
+
+
+_POD_FIELDS = _by_alias(Pod)
+_META_FIELDS = _by_alias(ObjectMeta)
+_STATUS_FIELDS = _by_alias(PodStatus)
+_CONDITION_FIELDS = _by_alias(PodCondition)
+
 # The fields each builder fills, to check against the models (a field added to a model
 # must be added here too: tests/unit/test_parse_pod.py compares them).
 BUILT_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
@@ -146,113 +158,106 @@ def _plain_pod(raw: dict[str, Any], spec: PodSpec) -> Pod:
     """Pod.model_validate(raw) with `spec` as its spec; _NotPlain unless plain."""
     if not _POD_SNAKE.isdisjoint(raw):
         raise _NotPlain
-    fields_set = {"spec"}
-    api_version = _str(raw, "apiVersion", "v1", fields_set, "api_version")
-    kind = _str(raw, "kind", "Pod", fields_set, "kind")
-    if kind != "Pod":  # Pod's own validator refuses it, in its words
-        raise _NotPlain
-    meta = raw.get("metadata")
-    if meta is None and "metadata" not in raw:
-        meta = {}
-    else:
-        fields_set.add("metadata")
-    status = raw.get("status")
-    if status is None and "status" not in raw:
-        status = {}
-    else:
-        fields_set.add("status")
+    get = raw.get
+    api_version, kind = get("apiVersion", "v1"), get("kind", "Pod")
+    if type(api_version) is not str or kind != "Pod" or type(kind) is not str:
+        raise _NotPlain  # a kind other than Pod: Pod's own validator refuses it
     values = {
         "api_version": api_version,
         "kind": kind,
-        "metadata": _meta(meta),
+        "metadata": _meta(get("metadata", {})),
         "spec": spec,
-        "status": _status(status),
+        "status": _status(get("status", {})),
     }
-    return _model(Pod, values, fields_set)
+    return _model(Pod, values, _fields_set(raw, _POD_FIELDS))
 
 
 def _meta(meta: Any) -> ObjectMeta:
     if type(meta) is not dict or not _META_SNAKE.isdisjoint(meta):
         raise _NotPlain
-    fields_set = {"namespace"}  # set by Pod's validator (ObjectMeta.defaulted)
+    get = meta.get
+    name, namespace, uid = get("name", ""), get("namespace", ""), get("uid", "")
+    created, deleted = get("creationTimestamp"), get("deletionTimestamp")
+    if not (
+        type(name) is str
+        and type(namespace) is str
+        and type(uid) is str
+        and (created is None or type(created) is str)
+        and (deleted is None or type(deleted) is str)
+    ):
+        raise _NotPlain
     values = {
-        "name": _str(meta, "name", "", fields_set, "name"),
-        "namespace": _str(meta, "namespace", "", fields_set, "namespace") or DEFAULT_NAMESPACE,
-        "uid": _str(meta, "uid", "", fields_set, "uid"),
-        "labels": _str_map(meta, "labels", fields_set),
-        "annotations": _str_map(meta, "annotations", fields_set),
-        "creation_timestamp": _opt_str(meta, "creationTimestamp", fields_set, "creation_timestamp"),
-        "deletion_timestamp": _opt_str(meta, "deletionTimestamp", fields_set, "deletion_timestamp"),
+        "name": name,
+        "namespace": namespace or DEFAULT_NAMESPACE,  # as Pod's validator defaults it
+        "uid": uid,
+        "labels": _str_map(get("labels")),
+        "annotations": _str_map(get("annotations")),
+        "creation_timestamp": created,
+        "deletion_timestamp": deleted,
     }
+    fields_set = _fields_set(meta, _META_FIELDS)
+    fields_set.add("namespace")  # set by Pod's validator (ObjectMeta.defaulted)
     return _model(ObjectMeta, values, fields_set)
 
 
 def _status(status: Any) -> PodStatus:
     if type(status) is not dict or not _STATUS_SNAKE.isdisjoint(status):
         raise _NotPlain
-    fields_set: set[str] = set()
-    conditions: list[PodCondition] = []
-    if "conditions" in status:
-        listed = status["conditions"]
-        if type(listed) is not list:
-            raise _NotPlain
-        conditions = [_condition(c) for c in listed]
-        fields_set.add("conditions")
+    get = status.get
+    phase, listed = get("phase", ""), get("conditions", [])
+    nominated, started = get("nominatedNodeName", ""), get("startTime")
+    if not (
+        type(phase) is str
+        and type(listed) is list
+        and type(nominated) is str
+        and (started is None or type(started) is str)
+    ):
+        raise _NotPlain
     values = {
-        "phase": _str(status, "phase", "", fields_set, "phase"),
-        "conditions": conditions,
-        "nominated_node_name": _str(
-            status, "nominatedNodeName", "", fields_set, "nominated_node_name"
-        ),
-        "start_time": _opt_str(status, "startTime", fields_set, "start_time"),
+        "phase": phase,
+        "conditions": [_condition(c) for c in listed],
+        "nominated_node_name": nominated,
+        "start_time": started,
     }
-    return _model(PodStatus, values, fields_set)
+    return _model(PodStatus, values, _fields_set(status, _STATUS_FIELDS))
 
 
 def _condition(cond: Any) -> PodCondition:
     if type(cond) is not dict or not _CONDITION_SNAKE.isdisjoint(cond):
         raise _NotPlain
-    if type(cond.get("type")) is not str or type(cond.get("status")) is not str:
-        raise _NotPlain  # both required
-    fields_set = {"type", "status"}
+    get = cond.get
+    ctype, status, reason, message = (
+        get("type"),
+        get("status"),
+        get("reason", ""),
+        get("message", ""),
+    )
+    changed = get("lastTransitionTime")
+    if not (
+        type(ctype) is str  # type and status are required
+        and type(status) is str
+        and type(reason) is str
+        and type(message) is str
+        and (changed is None or type(changed) is str)
+    ):
+        raise _NotPlain
     values = {
-        "type": cond["type"],
-        "status": cond["status"],
-        "reason": _str(cond, "reason", "", fields_set, "reason"),
-        "message": _str(cond, "message", "", fields_set, "message"),
-        "last_transition_time": _opt_str(
-            cond, "lastTransitionTime", fields_set, "last_transition_time"
-        ),
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "last_transition_time": changed,
     }
-    return _model(PodCondition, values, fields_set)
+    return _model(PodCondition, values, _fields_set(cond, _CONDITION_FIELDS))
 
 
-def _str(data: dict[str, Any], alias: str, default: str, fields_set: set[str], name: str) -> str:
-    if alias not in data:
-        return default
-    value = data[alias]
-    if type(value) is not str:
-        raise _NotPlain
-    fields_set.add(name)
-    return value
+def _fields_set(data: dict[str, Any], fields: dict[str, str]) -> set[str]:
+    """The fields an input sets, as validation counts them: those present by alias."""
+    return {fields[key] for key in data if key in fields}
 
 
-def _opt_str(data: dict[str, Any], alias: str, fields_set: set[str], name: str) -> str | None:
-    if alias not in data:
-        return None
-    value = data[alias]
-    if value is not None and type(value) is not str:
-        raise _NotPlain
-    fields_set.add(name)
-    return value
-
-
-def _str_map(data: dict[str, Any], alias: str, fields_set: set[str]) -> dict[str, str]:
+def _str_map(value: Any) -> dict[str, str]:
     """labels and annotations: a map of strings, None for none (ObjectMeta's validator)."""
-    if alias not in data:
-        return {}
-    value = data[alias]
-    fields_set.add(alias)
     if value is None:
         return {}
     if type(value) is not dict:

@@ -165,7 +165,10 @@ class PullFeed:
         await self._request({"batch": self.batch, "no_wait": True})
         msgs: list[Msg] = []
         while len(msgs) < self.batch:
-            msg = await self._get(REPLY_WAIT)
+            # Messages arrive by the socket read, many at once: those already queued are
+            # taken without a wait (asyncio.wait_for costs a task and a timer each).
+            queued = not self._queue.empty()
+            msg = self._queue.get_nowait() if queued else await self._get(REPLY_WAIT)
             if msg is None or self._keep(msg, msgs) not in (None, _HEARTBEAT):
                 break
         return msgs
