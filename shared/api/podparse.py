@@ -178,13 +178,7 @@ def _meta(meta: Any) -> ObjectMeta:
     get = meta.get
     name, namespace, uid = get("name", ""), get("namespace", ""), get("uid", "")
     created, deleted = get("creationTimestamp"), get("deletionTimestamp")
-    if not (
-        type(name) is str
-        and type(namespace) is str
-        and type(uid) is str
-        and (created is None or type(created) is str)
-        and (deleted is None or type(deleted) is str)
-    ):
+    if not (_texts(name, namespace, uid) and _texts_or_none(created, deleted)):
         raise _NotPlain
     values = {
         "name": name,
@@ -206,12 +200,7 @@ def _status(status: Any) -> PodStatus:
     get = status.get
     phase, listed = get("phase", ""), get("conditions", [])
     nominated, started = get("nominatedNodeName", ""), get("startTime")
-    if not (
-        type(phase) is str
-        and type(listed) is list
-        and type(nominated) is str
-        and (started is None or type(started) is str)
-    ):
+    if not (_texts(phase, nominated) and type(listed) is list and _texts_or_none(started)):
         raise _NotPlain
     values = {
         "phase": phase,
@@ -233,14 +222,8 @@ def _condition(cond: Any) -> PodCondition:
         get("message", ""),
     )
     changed = get("lastTransitionTime")
-    if not (
-        type(ctype) is str  # type and status are required
-        and type(status) is str
-        and type(reason) is str
-        and type(message) is str
-        and (changed is None or type(changed) is str)
-    ):
-        raise _NotPlain
+    if not (_texts(ctype, status, reason, message) and _texts_or_none(changed)):
+        raise _NotPlain  # type and status are required: None is not text
     values = {
         "type": ctype,
         "status": status,
@@ -249,6 +232,16 @@ def _condition(cond: Any) -> PodCondition:
         "last_transition_time": changed,
     }
     return _model(PodCondition, values, _fields_set(cond, _CONDITION_FIELDS))
+
+
+def _texts(*values: Any) -> bool:
+    """Whether every value is a str itself (pydantic's lax mode would convert others, or
+    refuse them in its words)."""
+    return all(type(value) is str for value in values)
+
+
+def _texts_or_none(*values: Any) -> bool:
+    return all(value is None or type(value) is str for value in values)
 
 
 def _fields_set(data: dict[str, Any], fields: dict[str, str]) -> set[str]:

@@ -91,46 +91,37 @@ condition = st.dictionaries(
     st.sampled_from(["type", "status", "reason", "message", "lastTransitionTime"]),
     text,
 ) | st.sampled_from([{"type": "PodScheduled", "status": "True"}, None, "x"])
-SNAKE = ["creation_timestamp", "deletion_timestamp", "nominated_node_name", "start_time"]
+
+
+def some_of(**fields: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """Objects with any of these fields."""
+    return st.fixed_dictionaries({}, optional=fields)
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    meta=st.fixed_dictionaries(
-        {},
-        optional={
-            "name": text,
-            "namespace": text,
-            "uid": text,
-            "labels": string_map,
-            "annotations": string_map,
-            "creationTimestamp": text,
-            "deletionTimestamp": text,
-            "generateName": text,
-            "creation_timestamp": text,
-        },
+    meta=some_of(
+        name=text,
+        namespace=text,
+        uid=text,
+        labels=string_map,
+        annotations=string_map,
+        creationTimestamp=text,
+        deletionTimestamp=text,
+        generateName=text,
+        creation_timestamp=text,
     )
     | odd,
-    status=st.fixed_dictionaries(
-        {},
-        optional={
-            "phase": text,
-            "conditions": st.lists(condition, max_size=2) | odd,
-            "nominatedNodeName": text,
-            "startTime": text,
-            "start_time": text,
-            "hostIP": text,
-        },
+    status=some_of(
+        phase=text,
+        conditions=st.lists(condition, max_size=2) | odd,
+        nominatedNodeName=text,
+        startTime=text,
+        start_time=text,
+        hostIP=text,
     )
     | odd,
-    top=st.fixed_dictionaries(
-        {},
-        optional={
-            "apiVersion": text,
-            "kind": st.sampled_from(["Pod", "Node"]) | text,
-            "api_version": text,
-        },
-    ),
+    top=some_of(apiVersion=text, kind=st.sampled_from(["Pod", "Node"]) | text, api_version=text),
     node_name=st.sampled_from([None, "node-1"]),
 )
 def test_metadata_and_status_of_every_shape_parse_as_pydantic_does(
