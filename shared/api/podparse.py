@@ -30,24 +30,28 @@ from shared.api.names import DEFAULT_NAMESPACE
 ModelT = TypeVar("ModelT", bound=BaseModel)
 _set = object.__setattr__
 
-# Fields whose Python name differs from their alias: pydantic reads them under either
-# name (populate_by_name), so an input holding the Python name takes the slow path.
-_META_SNAKE = frozenset({"creation_timestamp", "deletion_timestamp"})
-_STATUS_SNAKE = frozenset({"nominated_node_name", "start_time"})
-_CONDITION_SNAKE = frozenset({"last_transition_time"})
-_POD_SNAKE = frozenset({"api_version"})
 
-
-# Each model's fields by alias (what the builders read), to count the fields an input
-# sets.
 def _by_alias(model: type[BaseModel]) -> dict[str, str]:
+    """The model's fields by alias (what the builders read), to count those an input
+    sets."""
     return {field.alias or name: name for name, field in model.model_fields.items()}
+
+
+def _python_names(fields: dict[str, str]) -> frozenset[str]:
+    """The fields whose Python name differs from their alias: pydantic reads them under
+    either name (populate_by_name), so an input holding the Python name takes the slow
+    path."""
+    return frozenset(name for alias, name in fields.items() if alias != name)
 
 
 _POD_FIELDS = _by_alias(Pod)
 _META_FIELDS = _by_alias(ObjectMeta)
 _STATUS_FIELDS = _by_alias(PodStatus)
 _CONDITION_FIELDS = _by_alias(PodCondition)
+_POD_SNAKE = _python_names(_POD_FIELDS)
+_META_SNAKE = _python_names(_META_FIELDS)
+_STATUS_SNAKE = _python_names(_STATUS_FIELDS)
+_CONDITION_SNAKE = _python_names(_CONDITION_FIELDS)
 
 # The fields each builder fills, to check against the models (a field added to a model
 # must be added here too: tests/unit/test_parse_pod.py compares them).
