@@ -71,6 +71,14 @@ BUILT_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
 }
 
 
+# The plain types, compared type by type (`type(x) is str`, not isinstance: pydantic's
+# lax mode converts some other types, or refuses them in its own words), inline: a
+# helper's call per object costs more than the checks.
+_STR3 = (str, str, str)
+_STR4 = (str, str, str, str)
+_OPTIONAL = frozenset({str, type(None)})
+
+
 class _NotPlain(Exception):
     """The input is not of the plain shape: pydantic validates it."""
 
@@ -182,7 +190,9 @@ def _meta(meta: Any) -> ObjectMeta:
     get = meta.get
     name, namespace, uid = get("name", ""), get("namespace", ""), get("uid", "")
     created, deleted = get("creationTimestamp"), get("deletionTimestamp")
-    if not (_texts(name, namespace, uid) and _texts_or_none(created, deleted)):
+    if (type(name), type(namespace), type(uid)) != _STR3 or not _OPTIONAL.issuperset(
+        (type(created), type(deleted))
+    ):
         raise _NotPlain
     values = {
         "name": name,
@@ -204,7 +214,9 @@ def _status(status: Any) -> PodStatus:
     get = status.get
     phase, listed = get("phase", ""), get("conditions", [])
     nominated, started = get("nominatedNodeName", ""), get("startTime")
-    if not (_texts(phase, nominated) and type(listed) is list and _texts_or_none(started)):
+    if (type(phase), type(nominated), type(listed)) != (str, str, list) or (
+        type(started) not in _OPTIONAL
+    ):
         raise _NotPlain
     values = {
         "phase": phase,
@@ -226,8 +238,11 @@ def _condition(cond: Any) -> PodCondition:
         get("message", ""),
     )
     changed = get("lastTransitionTime")
-    if not (_texts(ctype, status, reason, message) and _texts_or_none(changed)):
-        raise _NotPlain  # type and status are required: None is not text
+    # type and status are required: None is not a str
+    if (type(ctype), type(status), type(reason), type(message)) != _STR4 or (
+        type(changed) not in _OPTIONAL
+    ):
+        raise _NotPlain
     values = {
         "type": ctype,
         "status": status,
@@ -236,16 +251,6 @@ def _condition(cond: Any) -> PodCondition:
         "last_transition_time": changed,
     }
     return _model(PodCondition, values, _fields_set(cond, _CONDITION_FIELDS))
-
-
-def _texts(*values: Any) -> bool:
-    """Whether every value is a str itself (pydantic's lax mode would convert others, or
-    refuse them in its words)."""
-    return all(type(value) is str for value in values)
-
-
-def _texts_or_none(*values: Any) -> bool:
-    return all(value is None or type(value) is str for value in values)
 
 
 def _fields_set(data: dict[str, Any], fields: dict[str, str]) -> set[str]:

@@ -183,3 +183,37 @@ def test_a_plain_pod_of_a_known_template_is_not_validated_by_pydantic(
     monkeypatch.setattr(Pod, "model_validate", refuse)
     for raw, want in zip([pending, bound], wanted, strict=True):
         assert_same_model(parse_pod(raw), want)
+
+
+PLAIN_FIELDS = [
+    *(("metadata", f) for f in ("name", "namespace", "uid", "labels", "annotations")),
+    *(("metadata", f) for f in ("creationTimestamp", "deletionTimestamp")),
+    *(("status", f) for f in ("phase", "conditions", "nominatedNodeName", "startTime")),
+    *(("condition", f) for f in ("type", "status", "reason", "message")),
+    ("condition", "lastTransitionTime"),
+    *((None, f) for f in ("apiVersion", "kind", "metadata", "status")),
+]
+
+
+@pytest.mark.parametrize(("where", "field"), PLAIN_FIELDS)
+@pytest.mark.parametrize("value", [None, 5, True, 1.5, b"x", "", "x", [], {}, {"a": 5}])
+def test_one_odd_field_in_a_plain_pod_parses_as_pydantic_does(
+    where: str | None, field: str, value: Any
+) -> None:
+    """Each field alone of each type, the rest plain (where the builders' type checks
+    decide), bound or not."""
+    parse_pod(make_pod("t0", cpu="275m"))
+    for node in ("", "node-1"):
+        raw = make_pod("t1", cpu="275m", node=node)
+        raw["status"] = {"conditions": [{"type": "PodScheduled", "status": "True"}]}
+        target = {
+            None: raw,
+            "metadata": raw["metadata"],
+            "status": raw["status"],
+            "condition": raw["status"]["conditions"][0],
+        }[where]
+        target[field] = value
+        expected = errors_of(raw, Pod.model_validate)
+        assert errors_of(raw, parse_pod) == expected
+        if expected is None:
+            assert_same_model(parse_pod(raw), Pod.model_validate(raw))
