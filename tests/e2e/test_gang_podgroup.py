@@ -39,6 +39,7 @@ from tests.conftest import make_test_stack
 from tests.e2e.state import assumed_pods, eventually
 from tests.e2e.test_binding import unpack_json
 from tests.e2e.test_gang_workload import WAITING_FOR_PODS, WORKLOAD_GANG_CONFIG
+from tests.e2e.test_whatif_e2e import what_if
 
 pytestmark = pytest.mark.e2e
 
@@ -160,3 +161,29 @@ async def test_a_pod_groups_policy_is_immutable_the_update_is_refused_and_undone
     await publish_pod(js, make_group_pod("w-2", "train", cpu="1"))
     members = {f"default/w-{i}" for i in range(3)}
     assert await tracker.wait_until(lambda t: members <= set(t.bound()), timeout=30), tracker.pods
+
+
+async def test_whatif_says_a_pod_of_an_incomplete_gang_would_wait_at_permit(
+    gang_stack: LocalStack, client: tuple[JetStreamContext, PodTracker]
+) -> None:
+    js, tracker = client
+    await publish_node(js, make_node("n1", cpu="8", memory="16Gi"))
+    await publish_workload_pod_group(js, train_group(3))
+    nc = await nats.connect(gang_stack.nats_url)
+    try:
+        pod = make_group_pod("asked", "train", cpu="1")
+
+        async def seen() -> bool:  # the worker knows the node and the PodGroup
+            report = await what_if(nc, pod)
+            return report["nodes"] == 1 and "gated" not in report
+
+        assert await eventually(seen, timeout=30)
+        report = await what_if(nc, pod)
+        assert report["chosen"] == "n1"
+        (wait,) = report["permit"]["wait"]
+        assert (wait["plugin"], wait["placed"], wait["minCount"]) == ("GangScheduling", 1, 3)
+        whole = await what_if(nc, pod, replicas=3)
+        assert whole["permit"] is None and whole["replicas"]["fit"] == 3
+    finally:
+        await nc.close()
+    assert tracker.pods == {}  # asking wrote nothing

@@ -133,6 +133,14 @@ class GangScheduling(PreEnqueuePlugin, ReservePlugin, PermitPlugin, EnqueueExten
         self.handle.allow_waiting_pods(NAME, namespace, {}, gang=gang)
         return SUCCESS, 0.0
 
+    def progress(self, pod: PodInfo) -> dict[str, int]:
+        """How far the pod's gang is at Permit (what-if's report): its pods placed, this
+        one included, and its minCount; {} for a pod in no gang."""
+        min_count, _ = self.min_count(pod)
+        if min_count is None:
+            return {}
+        return {"placed": self.placed(gang_of(pod.raw), pod), "minCount": min_count}
+
     def placed(self, gang: str, pod: PodInfo) -> int:
         """Pods of the gang on nodes of the snapshot (assumed, waiting or bound), this pod
         included. A pod another lane placed whose commit is still out is not counted:
