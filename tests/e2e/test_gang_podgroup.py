@@ -4,8 +4,7 @@ subject, pods with spec.schedulingGroup. GangScheduling enabled, a 3 s Permit ti
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import nats
 import pytest
@@ -15,7 +14,6 @@ from nats.js import JetStreamContext
 from shared.subjects import (
     CLUSTER_STREAM,
     ERROR_HEADER,
-    EVENTS_PREFIX,
     error_subject,
     workload_pod_group_subject,
 )
@@ -27,7 +25,7 @@ from shared.tools.client import (
     publish_workload,
     publish_workload_pod_group,
 )
-from shared.tools.devstack import LocalStack, running
+from shared.tools.devstack import LocalStack
 from shared.tools.synthetic import (
     make_group_pod,
     make_node,
@@ -35,37 +33,22 @@ from shared.tools.synthetic import (
     make_scheduling_pod_group,
     make_workload_v1alpha2,
 )
-from tests.conftest import make_test_stack
-from tests.e2e.state import assumed_pods, eventually
+from tests.e2e import test_gang_workload as gangs
+from tests.e2e.state import eventually
 from tests.e2e.test_binding import unpack_json
-from tests.e2e.test_gang_workload import WAITING_FOR_PODS, WORKLOAD_GANG_CONFIG
+from tests.e2e.test_gang_workload import (
+    WAITING_FOR_PODS,
+    completes_the_gang,
+    times_out_at_permit,
+)
 from tests.e2e.test_whatif_e2e import what_if
 
 pytestmark = pytest.mark.e2e
 
+# The stack (GangScheduling on, a 3 s Permit timeout) and its clients, as for v1alpha1.
+gang_stack, client, redis = gangs.gang_stack, gangs.client, gangs.redis
+
 WAITING_FOR_GROUP = 'waiting for pod\'s pod group "train" to appear in scheduling queue'
-
-
-@pytest.fixture
-def gang_stack(tmp_path: Path) -> Iterator[LocalStack]:
-    with running(make_test_stack(tmp_path / "stack", config=WORKLOAD_GANG_CONFIG)) as st:
-        yield st
-
-
-@pytest.fixture
-async def client(gang_stack: LocalStack) -> AsyncIterator[tuple[JetStreamContext, PodTracker]]:
-    nc = await nats.connect(gang_stack.nats_url)
-    tracker = PodTracker()
-    await tracker.start(nc)
-    yield nc.jetstream(), tracker
-    await nc.close()
-
-
-@pytest.fixture
-async def redis(gang_stack: LocalStack) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(gang_stack.redis_url)
-    yield client
-    await client.aclose()
 
 
 def train_group(min_count: int) -> dict[str, object]:
@@ -95,38 +78,15 @@ async def test_pods_wait_for_their_pod_group_then_for_min_count_then_bind_whole(
 
     await publish_workload_pod_group(js, train_group(3))
     assert await tracker.wait_until(held(WAITING_FOR_PODS, 2), timeout=30), tracker.pods
-    assert not [k for k in tracker.bound() if "/w-" in k], "a member bound short of minCount"
-
-    await publish_pod(js, pods[2])
-    members = {f"default/w-{i}" for i in range(3)}
-    assert await tracker.wait_until(lambda t: members <= set(t.bound()), timeout=30), tracker.pods
-    assert all(v.bound_writes == 1 for k, v in tracker.pods.items() if k in members)
+    await completes_the_gang(client, pods[2])
 
 
 async def test_a_pod_group_gang_that_cannot_all_fit_times_out_at_permit_and_binds_none(
     client: tuple[JetStreamContext, PodTracker], redis: aioredis.Redis
 ) -> None:
-    js, tracker = client
-    events = await js.subscribe(f"{EVENTS_PREFIX}.default.>")
-    await publish_node(js, make_node("n1", cpu="2500m", memory="16Gi"))
-    await publish_workload_pod_group(js, train_group(3))
-    await publish_all(js, [make_group_pod(f"w-{i}", "train", cpu="1") for i in range(3)])
-
-    async def two_assumed() -> bool:
-        return len(await assumed_pods(redis)) == 2
-
-    assert await eventually(two_assumed, timeout=30)
-    rejected: set[str] = set()
-    while len(rejected) < 2:
-        event = unpack_json((await events.next_msg(timeout=20)).data)
-        if "rejected due to timeout" in event["message"]:
-            assert event["reason"] == "FailedScheduling"
-            assert "GangScheduling" in event["message"]
-            rejected.add(event["involvedObject"]["name"])
-    await publish_pod(js, make_pod("big", cpu="2", priority=100))
-    assert await tracker.wait_until(lambda t: "default/big" in t.bound(), timeout=30)
-    assert not [k for k in tracker.bound() if "/w-" in k]
-    assert all(v.bound_writes == 0 for k, v in tracker.pods.items() if "/w-" in k)
+    await publish_workload_pod_group(client[0], train_group(3))
+    gang = [make_group_pod(f"w-{i}", "train", cpu="1") for i in range(3)]
+    await times_out_at_permit(client, redis, gang)
 
 
 async def test_a_pod_groups_policy_is_immutable_the_update_is_refused_and_undone(
@@ -157,10 +117,7 @@ async def test_a_pod_groups_policy_is_immutable_the_update_is_refused_and_undone
 
     assert await eventually(undone, timeout=30)
     # The gang still needs 3: a third pod completes it and all three bind.
-    assert not [k for k in tracker.bound() if "/w-" in k], tracker.pods
-    await publish_pod(js, make_group_pod("w-2", "train", cpu="1"))
-    members = {f"default/w-{i}" for i in range(3)}
-    assert await tracker.wait_until(lambda t: members <= set(t.bound()), timeout=30), tracker.pods
+    await completes_the_gang(client, make_group_pod("w-2", "train", cpu="1"))
 
 
 async def test_whatif_says_a_pod_of_an_incomplete_gang_would_wait_at_permit(
