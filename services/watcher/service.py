@@ -14,6 +14,7 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
+from services.watcher.immutables import list_accepted
 from services.watcher.outbound import Outbound, object_limit, too_large
 from services.watcher.takeover import rewind, rewind_point, take_over
 from services.watcher.undo import undo_refused
@@ -67,6 +68,10 @@ class Watcher:
             "take over the cluster stream", lambda: take_over(self.rt.takeover_js, self.rt.epoch)
         )
         await retry_forever("list the priority classes", self._list_priority_classes)
+        await retry_forever(
+            "list the workloads and pod groups",
+            lambda: list_accepted(self.rt.takeover_js, durable, self.immutables),
+        )
         while not self.stopping.is_set():
             await self._consume(durable)
             if not self.stopping.is_set() and not await self._rewind(durable):

@@ -34,6 +34,7 @@ from shared.tools.synthetic import (
     make_workload_v1alpha2,
 )
 from tests.e2e import test_gang_workload as gangs
+from tests.e2e.kills import kill_and_restart
 from tests.e2e.state import eventually
 from tests.e2e.test_binding import unpack_json
 from tests.e2e.test_gang_workload import (
@@ -89,9 +90,13 @@ async def test_a_pod_group_gang_that_cannot_all_fit_times_out_at_permit_and_bind
     await times_out_at_permit(client, redis, gang)
 
 
+@pytest.mark.parametrize("watcher_restarted", [False, True])
 async def test_a_pod_groups_policy_is_immutable_the_update_is_refused_and_undone(
-    client: tuple[JetStreamContext, PodTracker],
+    gang_stack: LocalStack, client: tuple[JetStreamContext, PodTracker], watcher_restarted: bool
 ) -> None:
+    """Also by a watcher that took over after the PodGroup was accepted (it lists the
+    accepted Workloads and PodGroups first): were the update taken there, the stream
+    would say minCount 1 while the queue's and workers' copies keep 3."""
     js, tracker = client
     subject = workload_pod_group_subject("default", "train")
     refusals = await js.subscribe(error_subject(subject))
@@ -99,6 +104,8 @@ async def test_a_pod_groups_policy_is_immutable_the_update_is_refused_and_undone
     await publish_workload_pod_group(js, train_group(3))
     await publish_all(js, [make_group_pod(f"w-{i}", "train", cpu="1") for i in range(2)])
     assert await tracker.wait_until(held(WAITING_FOR_PODS, 2), timeout=30), tracker.pods
+    if watcher_restarted:
+        kill_and_restart(gang_stack, "watcher")
 
     # minCount 3 -> 1 would let both bind: refused, as the API server refuses it.
     await publish_workload_pod_group(js, train_group(1), "MODIFIED")

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
+from services.watcher.immutables import Retained, accepted
 from shared.api.events import BadEvent, SubjectRef, decode_cluster_event
 from shared.api.immutable import ImmutableFields
 from shared.api.podgroup import SchedulingPodGroup
 from shared.api.workload import Workload, gang_of
 from shared.framework.interface import ClusterObjects
 from shared.runtime.informer import owners_handler
-from shared.subjects import object_of_subject
+from shared.subjects import UNDO_HEADER, object_of_subject
 from shared.tools.synthetic import (
     make_group_pod,
     make_pod,
@@ -362,3 +363,28 @@ def test_the_informer_keeps_the_old_object_on_an_immutable_change() -> None:
     on_change(wref, w1)
     on_change(wref, decode(WL, make_workload("job", {"workers": 1})).obj)
     assert objects.workloads["default/job"] is w1
+
+
+# --- a new watcher leader: which retained event holds the accepted object --------------------
+
+
+def retained(seq: int, undo: bool = False) -> Retained:
+    return Retained(seq, b"", {UNDO_HEADER: str(seq - 1)} if undo else None)
+
+
+@pytest.mark.parametrize(
+    ("events", "processed_through", "chosen"),
+    [
+        ([retained(3), retained(7)], 10, 7),  # both processed: the latest
+        ([retained(3), retained(7)], 5, 3),  # 7 not yet delivered: judged against 3 later
+        ([retained(3), retained(7)], 2, None),  # nothing processed yet
+        ([retained(3), retained(7, undo=True)], 5, 7),  # 3 refused, 7 restores the object
+        ([retained(7, undo=True)], 0, 7),
+        ([], 10, None),
+    ],
+)
+def test_a_new_leader_remembers_the_last_accepted_event(
+    events: list[Retained], processed_through: int, chosen: int | None
+) -> None:
+    found = accepted(events, processed_through)
+    assert (found.seq if found else None) == chosen
