@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from shared.api.field_checks import Errors, grammar_errors
+from shared.api.field_checks import Errors, dicts, grammar_errors
 from shared.api.models import K8sModel, ObjectMeta, require_kind
 from shared.api.validation import dns1123_label_errors, invalid, required
 from shared.api.workload import (
@@ -83,6 +83,41 @@ class SchedulingPodGroup(K8sModel):
         """The gang's minCount, None for a `basic` group (no gang)."""
         gang = self.spec.scheduling_policy.gang
         return None if gang is None else gang.min_count
+
+
+def with_scheduled_condition(
+    raw: Mapping[str, Any], status: str, reason: str, message: str, now: str
+) -> dict[str, Any] | None:
+    """The PodGroup with its PodGroupScheduled condition set (metav1.Condition: type,
+    status, reason, message, lastTransitionTime kept while the status stays), or None
+    when nothing would change (no write, as for a pod's PodScheduled)."""
+    st = raw.get("status")
+    st = st if isinstance(st, Mapping) else {}
+    conditions = dicts(st.get("conditions"))
+    old = scheduled_condition(raw)
+    if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (
+        status,
+        reason,
+        message,
+    ):
+        return None
+    since = old.get("lastTransitionTime") if old and old.get("status") == status else now
+    cond = {
+        "type": POD_GROUP_SCHEDULED,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    }
+    others = [dict(c) for c in conditions if c is not old]
+    return {**raw, "status": {**st, "conditions": [*others, cond]}}
+
+
+def scheduled_condition(raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The PodGroup's PodGroupScheduled condition, if it has one."""
+    st = raw.get("status")
+    conditions = dicts(st.get("conditions")) if isinstance(st, Mapping) else []
+    return next((c for c in conditions if c.get("type") == POD_GROUP_SCHEDULED), None)
 
 
 def pod_group_errors(raw: Mapping[str, Any]) -> Errors:

@@ -56,6 +56,14 @@ def train_group(min_count: int) -> dict[str, object]:
     return make_scheduling_pod_group("train", min_count, workload="job", template="workers")
 
 
+async def condition(js: JetStreamContext, wanted: tuple[str, str]) -> bool:
+    """Whether PodGroup train's PodGroupScheduled condition has that status and reason."""
+    last = await js.get_last_msg(CLUSTER_STREAM, workload_pod_group_subject("default", "train"))
+    conditions = (unpack_json(last.data)["object"].get("status") or {}).get("conditions") or []
+    found = [(c["status"], c["reason"]) for c in conditions if c["type"] == "PodGroupScheduled"]
+    return found == [wanted]
+
+
 def held(message: str, count: int) -> Callable[[PodTracker], bool]:
     def check(t: PodTracker) -> bool:
         return sum(m == message for m in t.unschedulable().values()) == count
@@ -80,6 +88,8 @@ async def test_pods_wait_for_their_pod_group_then_for_min_count_then_bind_whole(
     await publish_workload_pod_group(js, train_group(3))
     assert await tracker.wait_until(held(WAITING_FOR_PODS, 2), timeout=30), tracker.pods
     await completes_the_gang(client, pods[2])
+    # ksched reports it on the PodGroup (KEP-5832's status)
+    assert await eventually(lambda: condition(js, ("True", "Scheduled")), timeout=30)
 
 
 async def test_a_pod_group_gang_that_cannot_all_fit_times_out_at_permit_and_binds_none(
@@ -88,6 +98,12 @@ async def test_a_pod_group_gang_that_cannot_all_fit_times_out_at_permit_and_bind
     await publish_workload_pod_group(client[0], train_group(3))
     gang = [make_group_pod(f"w-{i}", "train", cpu="1") for i in range(3)]
     await times_out_at_permit(client, redis, gang)
+    assert await eventually(lambda: condition(client[0], ("False", "Unschedulable")), timeout=30)
+    last = await client[0].get_last_msg(
+        CLUSTER_STREAM, workload_pod_group_subject("default", "train")
+    )
+    (cond,) = unpack_json(last.data)["object"]["status"]["conditions"]
+    assert "rejected due to timeout after waiting 3s at plugin GangScheduling" in cond["message"]
 
 
 @pytest.mark.parametrize("watcher_restarted", [False, True])

@@ -10,10 +10,15 @@ from typing import Any
 
 import pytest
 
+from services.binder.podgroups import wanted_conditions
 from services.watcher.immutables import Retained, accepted
 from shared.api.events import BadEvent, SubjectRef, decode_cluster_event
 from shared.api.immutable import ImmutableFields
-from shared.api.podgroup import SchedulingPodGroup
+from shared.api.podgroup import (
+    SchedulingPodGroup,
+    scheduled_condition,
+    with_scheduled_condition,
+)
 from shared.api.workload import Workload, gang_of
 from shared.framework.interface import ClusterObjects
 from shared.runtime.informer import owners_handler
@@ -388,3 +393,48 @@ def test_a_new_leader_remembers_the_last_accepted_event(
 ) -> None:
     found = accepted(events, processed_through)
     assert (found.seq if found else None) == chosen
+
+
+# --- the PodGroupScheduled condition the binder writes ---------------------------------------
+
+
+def test_the_binders_outcomes_give_each_pod_group_its_condition() -> None:
+    a, b = make_group_pod("a", "pg"), make_group_pod("b", "pg2")
+    plain = make_pod("c")
+    wanted = wanted_conditions(
+        [
+            (a, False, "0/1 nodes are available: 1 rejected due to timeout", "GangScheduling"),
+            (a, True, "", ""),  # a bound member wins over a rejected one
+            (b, False, "0/1 nodes are available: 1 rejected due to timeout", "GangScheduling"),
+            (b, False, "Binding rejected: conflict", ""),  # not a Permit rejection
+            (plain, True, "", ""),  # in no PodGroup
+        ]
+    )
+    assert wanted == {
+        ("default", "pg"): ("True", "Scheduled", ""),
+        ("default", "pg2"): (
+            "False",
+            "Unschedulable",
+            "0/1 nodes are available: 1 rejected due to timeout",
+        ),
+    }
+
+
+def test_the_condition_is_set_once_and_keeps_its_transition_time() -> None:
+    group = make_scheduling_pod_group("pg", 2)
+    failed = with_scheduled_condition(group, "False", "Unschedulable", "m", "t1")
+    assert failed is not None and scheduled_condition(failed) == {
+        "type": "PodGroupScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "m",
+        "lastTransitionTime": "t1",
+    }
+    assert with_scheduled_condition(failed, "False", "Unschedulable", "m", "t2") is None
+    again = with_scheduled_condition(failed, "False", "Unschedulable", "m2", "t2")
+    assert again is not None and scheduled_condition(again)["lastTransitionTime"] == "t1"
+    done = with_scheduled_condition(again, "True", "Scheduled", "", "t3")
+    assert done is not None and len(done["status"]["conditions"]) == 1
+    assert scheduled_condition(done)["lastTransitionTime"] == "t3"
+    assert group.get("status") is None  # the object read is not changed
+    assert decode(PG, done).obj.spec.scheduling_policy.gang.min_count == 2  # still valid
