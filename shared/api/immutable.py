@@ -94,7 +94,7 @@ class ImmutableFields:
         if old_uid and uid != old_uid:
             return None  # another object of the same name
         new_fields = immutable_fields(kind, raw)
-        if new_fields is None:
+        if new_fields is None or new_fields == old_fields:  # the common case: unchanged
             return None
         errors = immutable_errors(kind, old_fields, new_fields)
         return refusal(kind, str(meta.get("name") or ""), errors) if errors else None
