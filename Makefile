@@ -22,7 +22,7 @@ run: venv
 
 ## The whole test suite against real NATS and Redis servers started by the harness.
 test: venv
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=30
 
 test-unit: venv
 	$(BIN)/python -m pytest tests/unit

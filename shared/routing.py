@@ -47,7 +47,7 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 # What queueing hints read of an assigned pod; the rest is not worth remembering.
 _SLIM_META = ("name", "namespace", "uid", "labels")
 _SLIM_SPEC: tuple[str, ...] = ("nodeName", "schedulerName", "containers", "initContainers")
-_SLIM_SPEC += ("overhead", "resources", "tolerations", "workloadRef")
+_SLIM_SPEC += ("overhead", "resources", "tolerations", "workloadRef", "schedulingGroup")
 
 Routed = tuple[list[QueueEvent], list[CacheEvent]]
 

@@ -16,8 +16,13 @@ NODES_PREFIX = f"{CLUSTER_PREFIX}.nodes"
 PODS_PREFIX = f"{CLUSTER_PREFIX}.pods"
 PDBS_PREFIX = f"{CLUSTER_PREFIX}.pdbs"  # policy/v1 PodDisruptionBudgets, read by workers
 PODGROUPS_PREFIX = f"{CLUSTER_PREFIX}.podgroups"  # scheduling.x-k8s.io PodGroups
-# scheduling.k8s.io/v1alpha1 Workloads (the GangScheduling plugin), read by queue and workers
+# scheduling.k8s.io Workloads, v1alpha1 or v1alpha2 by apiVersion (the GangScheduling
+# plugin), read by queue and workers
 WORKLOADS_PREFIX = f"{CLUSTER_PREFIX}.workloads"
+# scheduling.k8s.io/v1alpha2 PodGroups (1.36, GangScheduling), read by queue and workers;
+# a subject of their own, apart from scheduling.x-k8s.io's on PODGROUPS_PREFIX: the same
+# ns/name may exist in both API groups
+WORKLOAD_PODGROUPS_PREFIX = f"{CLUSTER_PREFIX}.workloadpodgroups"
 # scheduling.k8s.io/v1 PriorityClasses (cluster-scoped), read by the watcher's admission
 PRIORITYCLASSES_PREFIX = f"{CLUSTER_PREFIX}.priorityclasses"
 # core/v1 Services and the controllers that own pods (apps/v1 ReplicaSets and
@@ -38,6 +43,7 @@ CLUSTER_KINDS: dict[str, tuple[str, bool]] = {
     "pdb": (PDBS_PREFIX, True),
     "podgroup": (PODGROUPS_PREFIX, True),
     "workload": (WORKLOADS_PREFIX, True),
+    "workloadpodgroup": (WORKLOAD_PODGROUPS_PREFIX, True),
     "service": (SERVICES_PREFIX, True),
     "replicaset": (REPLICASETS_PREFIX, True),
     "statefulset": (STATEFULSETS_PREFIX, True),
@@ -156,6 +162,10 @@ def pod_group_subject(namespace: str, name: str) -> str:
 
 def workload_subject(namespace: str, name: str) -> str:
     return f"{WORKLOADS_PREFIX}.{namespace}.{name}"
+
+
+def workload_pod_group_subject(namespace: str, name: str) -> str:
+    return f"{WORKLOAD_PODGROUPS_PREFIX}.{namespace}.{name}"
 
 
 def service_subject(namespace: str, name: str) -> str:

@@ -88,6 +88,11 @@ class PodBuilder:
         self._obj["spec"]["workloadRef"] = ref
         return self
 
+    def scheduling_group(self, pod_group: str) -> PodBuilder:
+        """A pod of the v1alpha2 PodGroup object `pod_group` (spec.schedulingGroup)."""
+        self._obj["spec"]["schedulingGroup"] = {"podGroupName": pod_group}
+        return self
+
     def priority(self, value: int) -> PodBuilder:
         self._spec["priority"] = value
         return self

@@ -24,6 +24,7 @@ from typing import Any
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 
+from services.binder import podgroups
 from services.binder.permit import Held, PermitWaiter
 from shared.api.events import decode_cluster_event
 from shared.api.podstatus import (
@@ -346,6 +347,11 @@ class Binder:
         for o in outcomes:
             self.binds.labels("ok" if o.ok else "error").inc()
         await asyncio.gather(*(self._scheduled_event(o.req) for o in outcomes if o.ok))
+        groups = podgroups.wanted_conditions(
+            (o.req["pod"], o.ok, o.message, o.plugin) for o in outcomes
+        )
+        if groups:  # only pods of v1alpha2 PodGroups
+            await podgroups.report(self.rt.js, groups)
 
     async def _failure_report(self, o: BindOutcome) -> Report:
         """PodScheduled=False and FailedScheduling, as handleSchedulingFailure writes them."""

@@ -15,11 +15,13 @@ from typing import Any
 
 from services.queue.podinfo import SortKey, priority_sort_key
 from shared.api.models import DEFAULT_SCHEDULER_NAME
+from shared.api.podgroup import SchedulingPodGroup
 from shared.api.workload import Workload
 from shared.config import ConfigError
 from shared.framework.events import (
     NODE,
     WORKLOAD,
+    WORKLOAD_POD_GROUP,
     QueueingHintFn,
     event_label,
     is_wildcard,
@@ -59,6 +61,8 @@ def to_hint_object(resource: str, raw: Mapping[str, Any] | None) -> Any:
         return info
     if resource == WORKLOAD:
         return Workload.model_validate(dict(raw))
+    if resource == WORKLOAD_POD_GROUP:
+        return SchedulingPodGroup.model_validate(dict(raw))
     return PodInfo.of(dict(raw))
 
 

@@ -32,11 +32,13 @@ from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from services.queue.rebuild import rebuild
 from shared import keys
 from shared.api.events import ClusterObject, SubjectRef
+from shared.api.podgroup import SchedulingPodGroup
 from shared.api.workload import Workload
 from shared.framework.events import (
     ADD,
     EVENT_ASSIGNED_POD_DELETE,
     WORKLOAD,
+    WORKLOAD_POD_GROUP,
     action_type,
     event_from_label,
 )
@@ -262,11 +264,19 @@ class QueueService:
         log.info("gang members listed: %d gangs", len(members))
 
     def _on_object(self, ref: SubjectRef, obj: ClusterObject | None) -> None:
-        """A Workload added or changed may let the gang pods PreEnqueue holds in (kube's
-        Workload/Add event); the tick flushes what moved."""
-        if isinstance(obj, Workload):
+        """A Workload or v1alpha2 PodGroup added or changed may let the gang pods
+        PreEnqueue holds in (kube's Workload/Add, PodGroup/Add events); the tick flushes
+        what moved."""
+        resource = (
+            WORKLOAD
+            if isinstance(obj, Workload)
+            else WORKLOAD_POD_GROUP
+            if isinstance(obj, SchedulingPodGroup)
+            else None
+        )
+        if obj is not None and resource is not None:
             raw = obj.model_dump(by_alias=True)
-            self.q.move_all_to_active_or_backoff(ClusterEvent(WORKLOAD, ADD), None, raw)
+            self.q.move_all_to_active_or_backoff(ClusterEvent(resource, ADD), None, raw)
 
     def _apply_new(self, ev: QueueEvent) -> None:
         """Apply an event the queue does not hold yet (a rebuild listed those up to its cut)."""

@@ -15,11 +15,13 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
+from services.watcher.immutables import list_accepted
 from services.watcher.outbound import Outbound, Packed, object_limit, too_large
 from services.watcher.takeover import rewind, rewind_point, take_over
 from services.watcher.undo import undo_refused
 from services.watcher.warnings import FieldWarnings
 from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
+from shared.api.immutable import ImmutableFields
 from shared.api.priority import PriorityClasses, admit_event
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE
 from shared.messages import CacheEvent, QueueEvent
@@ -51,6 +53,8 @@ class Watcher:
         self.rt = rt
         self.served = rt.config.scheduler_names
         self.informer = Informer()
+        # Workloads', PodGroups' and pods' immutable fields, as last accepted
+        self.immutables = ImmutableFields()
         self.priority_classes = PriorityClasses()  # for pods' Priority admission
         self.stopping = asyncio.Event()
         self.events = metrics.WATCHER_EVENTS.counter(rt.registry)
@@ -66,6 +70,10 @@ class Watcher:
             "take over the cluster stream", lambda: take_over(self.rt.takeover_js, self.rt.epoch)
         )
         await retry_forever("list the priority classes", self._list_priority_classes)
+        await retry_forever(
+            "list the workloads and pod groups",
+            lambda: list_accepted(self.rt.takeover_js, durable, self.immutables),
+        )
         while not self.stopping.is_set():
             await self._consume(durable)
             if not self.stopping.is_set() and not await self._rewind(durable):
@@ -133,9 +141,11 @@ class Watcher:
         except BadEvent as err:
             return str(err)
         reason = too_large(msg.data, is_msgpack(msg.headers), ev.raw, limit)
-        reason = reason or immutable_node_name(ev, self.informer) or self._admit(ev)
+        reason = reason or immutable_node_name(ev, self.informer) or self._immutable(ev)
+        reason = reason or self._admit(ev)
         if reason:
             return reason
+        self.immutables.remember(ev.kind, ev.obj.metadata.key, ev.raw, ev.type == "DELETED")
         counted[ev.kind, ev.type] += 1
         warning = self.field_warnings.to_warn(ev)
         if warning:
@@ -146,6 +156,12 @@ class Watcher:
             if item["op"] == "upsert":  # what the pod weighs in a pop reply
                 item["size"] = len(msg.data)
         return to_queue, to_cache, ev.packed
+
+    def _immutable(self, ev: ClusterEvent) -> str | None:
+        """The API server's refusal of an update that changes a Workload's pod groups, a
+        v1alpha2 PodGroup's spec, or which gang a pod is in (shared/api/immutable.py)."""
+        key = ev.obj.metadata.key
+        return self.immutables.refusal(ev.kind, key, ev.raw, ev.type == "DELETED")
 
     def _admit(self, ev: ClusterEvent) -> str | None:
         """PriorityClasses are remembered; a pod goes through Priority admission (its

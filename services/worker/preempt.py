@@ -187,7 +187,15 @@ class PreemptionPhase:
         """Whether the pod fits its nominated node but for the other pods nominated there
         (of equal or higher priority): its own room is there, shared with theirs."""
         node = a.pod.pod.status.nominated_node_name
-        if not node or not a.framework.nominated_pods_for(a.pod, node):
+        others = a.framework.nominated_pods_for(a.pod, node) if node else []
+        if not others:
+            return False
+        priority = a.pod.pod.spec.priority
+        if any(p.pod.spec.priority == priority for p in others):
+            # a pod of its own priority nominated there goes first (nomination_order):
+            # the room is that pod's. Kube's own check decides (PostFilter): wait while
+            # victims on the node are still terminating (room for both may be coming),
+            # else preempt again — waiting for that pod would never give the room back.
             return False
         info = self.snapshot.cluster().get(node)
         return info is not None and a.framework.run_filter_plugins(a.state, a.pod, info).ok

@@ -3,7 +3,7 @@
 A watch event is `{"type": ADDED|MODIFIED|DELETED, "object": <object>}` on
 `ksched.cluster.nodes.<name>`, `ksched.cluster.priorityclasses.<name>` or, for the
 namespaced kinds, `ksched.cluster.<kind>.<namespace>.<name>` (pods, pdbs, podgroups, workloads,
-services, replicasets, statefulsets, replicationcontrollers).
+workloadpodgroups, services, replicasets, statefulsets, replicationcontrollers).
 The subject plays the part of the API server's URL: it fills a missing
 namespace/name in the object and must agree with the ones present.
 """
@@ -30,11 +30,20 @@ from shared.api.models import (
 from shared.api.owners import OWNER_MODELS, Owner, name_error
 from shared.api.pdb import PodDisruptionBudget
 from shared.api.pod_validation import pod_spec_errors
+from shared.api.podgroup import QUALIFIED_KIND as POD_GROUP_V1ALPHA2
+from shared.api.podgroup import SchedulingPodGroup, pod_group_errors
 from shared.api.podparse import TemplateKey, memoize, parse_pod, template_key
 from shared.api.podresources import pod_resources_errors
 from shared.api.schema import MAX_STRICT_ERRORS, unknown_in
-from shared.api.validation import SHOWN_MAX, go_escape, go_quote, label_errors, show_number
-from shared.api.workload import Workload, workload_errors
+from shared.api.validation import (
+    SHOWN_MAX,
+    go_escape,
+    go_quote,
+    invalid_object,
+    label_errors,
+    show_number,
+)
+from shared.api.workload import V1ALPHA2, Workload, workload_errors
 from shared.subjects import CLUSTER_KINDS, object_of_subject
 from shared.wire import DecodeError, decode_user_payload, pack
 
@@ -44,19 +53,30 @@ Kind = Literal[
     "pdb",
     "podgroup",
     "workload",
+    "workloadpodgroup",
     "priorityclass",
     "service",
     "replicaset",
     "statefulset",
     "replicationcontroller",
 ]
-ClusterObject = Node | Pod | PodDisruptionBudget | PodGroup | Workload | PriorityClass | Owner
+ClusterObject = (
+    Node
+    | Pod
+    | PodDisruptionBudget
+    | PodGroup
+    | Workload
+    | SchedulingPodGroup
+    | PriorityClass
+    | Owner
+)
 _MODELS: dict[str, type[ClusterObject]] = {
     "node": Node,
     "pod": Pod,
     "pdb": PodDisruptionBudget,
     "podgroup": PodGroup,
     "workload": Workload,
+    "workloadpodgroup": SchedulingPodGroup,
     "priorityclass": PriorityClass,
     **{kind.lower(): model for kind, model in OWNER_MODELS.items()},
 }
@@ -67,6 +87,7 @@ _SCHEMA_TYPES = {
     "pdb": "PodDisruptionBudget",
     "podgroup": "PodGroup",
     "workload": "Workload",
+    "workloadpodgroup": "PodGroupV1alpha2",
     "priorityclass": "PriorityClass",
     "service": "Service",
     "replicaset": "ReplicaSet",
@@ -175,10 +196,17 @@ def _api_checks(kind: Kind, raw: dict[str, Any], key: TemplateKey | None) -> lis
     """The API server's checks of an object beyond its models: the fields its schema
     does not know (returned, to warn about) and, for a pod, the validation of its spec
     (BadEvent). Pods of one template share a spec: its checks are made once."""
+    name = str(raw["metadata"].get("name"))
     if kind == "workload":
         invalid = workload_errors(raw)
         if invalid:
-            raise BadEvent(invalid_message("Workload", str(raw["metadata"].get("name")), invalid))
+            raise BadEvent(invalid_message("Workload", name, invalid))
+        if raw.get("apiVersion") == V1ALPHA2:
+            return unknown_in(raw, "WorkloadV1alpha2")
+    if kind == "workloadpodgroup":
+        invalid = pod_group_errors(raw)
+        if invalid:
+            raise BadEvent(invalid_object(POD_GROUP_V1ALPHA2, name, invalid))
     if kind != "pod":
         return unknown_in(raw, _SCHEMA_TYPES[kind])
     invalid, in_spec = _spec_checks(raw.get("spec"), key)
@@ -222,7 +250,7 @@ def _validate_names(obj: ClusterObject) -> None:
         validate_subdomain(obj.metadata.name, "PodDisruptionBudget name")
     elif isinstance(obj, PriorityClass):
         validate_subdomain(obj.metadata.name, "PriorityClass name")
-    elif isinstance(obj, PodGroup | Workload):
+    elif isinstance(obj, PodGroup | Workload | SchedulingPodGroup):
         validate_subdomain(obj.metadata.name, f"{obj.kind.lower()} name")
         _validate_namespace(obj.metadata.namespace)
     else:  # Services and controllers: the API server's message

@@ -247,6 +247,13 @@ class WorkloadReference(K8sModel):
     pod_group_replica_key: str = ""
 
 
+class PodSchedulingGroup(K8sModel):
+    """core/v1 PodSchedulingGroup (1.36, gate GenericWorkload): the scheduling.k8s.io/
+    v1alpha2 PodGroup object the pod is in."""
+
+    pod_group_name: str = ""
+
+
 class PodSpec(K8sModel):
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
     node_name: str = ""
@@ -262,6 +269,7 @@ class PodSpec(K8sModel):
     topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
     scheduling_gates: list[PodSchedulingGate] = Field(default_factory=list)
     workload_ref: WorkloadReference | None = None
+    scheduling_group: PodSchedulingGroup | None = None
 
     @field_validator("scheduler_name", "node_name", "priority_class_name", mode="before")
     @classmethod

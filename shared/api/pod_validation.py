@@ -43,7 +43,7 @@ from shared.api.validation import (
     required,
     show,
 )
-from shared.api.workload import workload_ref_errors
+from shared.api.workload import scheduling_group_errors, workload_ref_errors
 
 # Enumerations ksched's models do not read, in the order the messages list them.
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
@@ -74,6 +74,7 @@ def pod_spec_errors(spec: Any, path: str = "spec", *, node_selector: bool = Fals
     errs += _scheduling_gates(fields.dicts(spec.get("schedulingGates")), f"{path}.schedulingGates")
     errs += topology_spread_errors(fields.dicts(spec.get("topologySpreadConstraints")), path)
     errs += workload_ref_errors(spec.get("workloadRef"), f"{path}.workloadRef")
+    errs += scheduling_group_errors(spec.get("schedulingGroup"), f"{path}.schedulingGroup")
     errs += _active_deadline(spec.get("activeDeadlineSeconds"), f"{path}.activeDeadlineSeconds")
     for name in ("hostname", "subdomain"):
         errs += fields.grammar_errors(spec.get(name), f"{path}.{name}", dns1123_label_errors)

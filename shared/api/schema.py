@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared.api.schema_fields import KINDS, TYPES
+from shared.api.schema_fields import KINDS, ROOT_OF_VERSION, TYPES
 from shared.api.validation import go_quote
 
 MAX_STRICT_ERRORS = 100  # sigs.k8s.io/json keeps the first 100
@@ -88,7 +88,9 @@ def unknown_fields(obj: Mapping[str, Any], kind: str | None = None) -> list[str]
     kind = kind if kind is not None else obj.get("kind")
     if not isinstance(kind, str) or kind not in KINDS:
         return []
-    return unknown_in(obj, kind)
+    version = obj.get("apiVersion")
+    root = ROOT_OF_VERSION.get((kind, version)) if isinstance(version, str) else None
+    return unknown_in(obj, root or kind)
 
 
 def unknown_in(value: Mapping[str, Any], type_name: str, path: str = "") -> list[str]:

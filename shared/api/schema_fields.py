@@ -48,8 +48,10 @@ POD = {
         enableServiceLinks preemptionPolicy overhead:{}
         topologySpreadConstraints:[TopologySpreadConstraint] setHostnameAsFQDN os:PodOS
         hostUsers schedulingGates:[PodSchedulingGate] resourceClaims:[PodResourceClaim]
-        resources:ResourceRequirements hostnameOverride workloadRef:WorkloadReference""",
+        resources:ResourceRequirements hostnameOverride workloadRef:WorkloadReference
+        schedulingGroup:PodSchedulingGroup""",
     "WorkloadReference": "name podGroup podGroupReplicaKey",
+    "PodSchedulingGroup": "podGroupName",
     "PodSecurityContext": """seLinuxOptions:SELinuxOptions windowsOptions:WindowsOptions
         runAsUser runAsGroup runAsNonRoot supplementalGroups supplementalGroupsPolicy fsGroup
         sysctls:[NameValue] fsGroupChangePolicy seccompProfile:Profile
@@ -244,6 +246,21 @@ SCHEDULING = {
     "PodGroupPolicy": "basic:BasicSchedulingPolicy gang:GangSchedulingPolicy",
     "BasicSchedulingPolicy": "",
     "GangSchedulingPolicy": "minCount",
+    # scheduling.k8s.io/v1alpha2 Workload and PodGroup (1.36)
+    "WorkloadV1alpha2": "...TypeMeta metadata:ObjectMeta spec:WorkloadSpecV1alpha2",
+    "WorkloadSpecV1alpha2": """controllerRef:TypedLocalObjectReference
+        podGroupTemplates:[PodGroupTemplate]""",
+    "PodGroupTemplate": """name schedulingPolicy:PodGroupPolicy
+        schedulingConstraints:PodGroupSchedulingConstraints""",
+    "PodGroupSchedulingConstraints": "topologyConstraints:[TopologyConstraint]",
+    "TopologyConstraint": "topologyKey",
+    "PodGroupV1alpha2": """...TypeMeta metadata:ObjectMeta spec:PodGroupSpecV1alpha2
+        status:PodGroupStatusV1alpha2""",
+    "PodGroupSpecV1alpha2": """podGroupTemplateRef:PodGroupTemplateReference
+        schedulingPolicy:PodGroupPolicy schedulingConstraints:PodGroupSchedulingConstraints""",
+    "PodGroupTemplateReference": "workload:WorkloadPodGroupTemplateReference",
+    "WorkloadPodGroupTemplateReference": "workloadName podGroupTemplateName",
+    "PodGroupStatusV1alpha2": "conditions:[Condition]",
     "PodGroupSpec": "minMember minResources:{} scheduleTimeoutSeconds",
     "PodGroupStatus": "phase occupiedBy scheduled running succeeded failed scheduleStartTime",
     "PodDisruptionBudget": """...TypeMeta metadata:ObjectMeta spec:PodDisruptionBudgetSpec
@@ -369,6 +386,13 @@ TYPES: dict[str, str] = {
     **WORKLOADS,
     **SERVICE,
 }
+
+# Roots of kinds whose other apiVersion has another shape: root type -> (kind, apiVersion).
+VERSIONED: dict[str, tuple[str, str]] = {
+    "WorkloadV1alpha2": ("Workload", "scheduling.k8s.io/v1alpha2"),
+    "PodGroupV1alpha2": ("PodGroup", "scheduling.k8s.io/v1alpha2"),
+}
+ROOT_OF_VERSION = {version: root for root, version in VERSIONED.items()}
 
 # kind -> apiVersion as published; the kind's own type is its root.
 KINDS: dict[str, str] = {

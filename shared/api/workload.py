@@ -1,5 +1,11 @@
-"""scheduling.k8s.io/v1alpha1 Workload (Kubernetes 1.35, KEP-4671) and a pod's
-spec.workloadRef, with the API server's validation of both.
+"""scheduling.k8s.io Workload, v1alpha1 (Kubernetes 1.35, KEP-4671) and v1alpha2 (1.36,
+KEP-5832), and a pod's spec.workloadRef, with the API server's validation of both.
+
+v1alpha1 holds the pod groups inline (spec.podGroups[{name, policy}]) and pods point at
+them with spec.workloadRef. v1alpha2 holds templates (spec.podGroupTemplates[{name,
+schedulingPolicy, schedulingConstraints}]) from which a workload controller creates
+PodGroup objects (shared/api/podgroup.py); pods point at those with spec.schedulingGroup.
+Both versions travel on the Workload's one subject, told apart by apiVersion.
 
 A Workload names its pod groups, each with a scheduling policy: `basic` (pods scheduled
 one by one, as without a Workload) or `gang` (all-or-nothing: at least minCount pods of
@@ -18,7 +24,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from shared.api.field_checks import Errors, dicts, grammar_errors
+from shared.api.field_checks import Errors, dicts, grammar_errors, label_name_errors
 from shared.api.models import K8sModel, ObjectMeta, Pod, require_kind
 from shared.api.validation import (
     dns1123_label_errors,
@@ -29,7 +35,9 @@ from shared.api.validation import (
     show,
 )
 
-WORKLOAD_MAX_POD_GROUPS = 8  # scheduling.WorkloadMaxPodGroups
+WORKLOAD_MAX_POD_GROUPS = 8  # scheduling.WorkloadMaxPodGroups (v1alpha2: ...PodGroupTemplates)
+V1ALPHA1 = "scheduling.k8s.io/v1alpha1"
+V1ALPHA2 = "scheduling.k8s.io/v1alpha2"
 POLICY_UNION = "must specify one of: `basic`, `gang`"
 POLICY_MANY = "exactly one of `basic`, `gang` is required, but multiple fields are set"
 
@@ -48,6 +56,14 @@ class WorkloadPodGroup(K8sModel):
     policy: PodGroupPolicy = Field(default_factory=PodGroupPolicy)
 
 
+class PodGroupTemplate(K8sModel):
+    """v1alpha2: a template the workload controller makes PodGroup objects from."""
+
+    name: str = ""
+    scheduling_policy: PodGroupPolicy = Field(default_factory=PodGroupPolicy)
+    scheduling_constraints: dict[str, Any] | None = None
+
+
 class TypedLocalObjectReference(K8sModel):
     api_group: str = ""
     kind: str = ""
@@ -56,13 +72,15 @@ class TypedLocalObjectReference(K8sModel):
 
 class WorkloadSpec(K8sModel):
     controller_ref: TypedLocalObjectReference | None = None
-    pod_groups: list[WorkloadPodGroup] = Field(default_factory=list)
+    pod_groups: list[WorkloadPodGroup] = Field(default_factory=list)  # v1alpha1
+    pod_group_templates: list[PodGroupTemplate] = Field(default_factory=list)  # v1alpha2
 
 
 class Workload(K8sModel):
-    """scheduling.k8s.io/v1alpha1 Workload: the pod groups GangScheduling reads."""
+    """scheduling.k8s.io Workload (v1alpha1 or v1alpha2): the pod groups, or pod group
+    templates, GangScheduling reads."""
 
-    api_version: str = "scheduling.k8s.io/v1alpha1"
+    api_version: str = V1ALPHA1
     kind: str = "Workload"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: WorkloadSpec = Field(default_factory=WorkloadSpec)
@@ -76,32 +94,44 @@ class Workload(K8sModel):
     def key(self) -> str:
         return self.metadata.key
 
-    def pod_group(self, name: str) -> WorkloadPodGroup | None:
-        return next((g for g in self.spec.pod_groups if g.name == name), None)
+    def policy(self, name: str) -> PodGroupPolicy | None:
+        """The scheduling policy of the pod group (v1alpha1) or pod group template
+        (v1alpha2) of that name; None when it has none of that name."""
+        group = next((g for g in self.spec.pod_groups if g.name == name), None)
+        if group is not None:
+            return group.policy
+        template = next((t for t in self.spec.pod_group_templates if t.name == name), None)
+        return None if template is None else template.scheduling_policy
 
 
 # --- validation (the API server's, on create) ------------------------------------------
 
 
 def workload_errors(raw: Mapping[str, Any]) -> Errors:
-    """ValidateWorkload's errors for the spec (names are checked with the metadata)."""
+    """ValidateWorkload's errors for the spec (names are checked with the metadata), by
+    the object's apiVersion: v1alpha1's podGroups, v1alpha2's podGroupTemplates."""
     spec = raw.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
     errs: Errors = []
     ref = spec.get("controllerRef")
     if isinstance(ref, Mapping):
         errs += _controller_ref(ref, "spec.controllerRef")
-    groups = dicts(spec.get("podGroups"))
-    path = "spec.podGroups"
+    v2 = raw.get("apiVersion") == V1ALPHA2
+    path = "spec.podGroupTemplates" if v2 else "spec.podGroups"
+    groups = dicts(spec.get("podGroupTemplates" if v2 else "podGroups"))
     if not groups:
         return [*errs, required(path, "must have at least one item")]
     if len(groups) > WORKLOAD_MAX_POD_GROUPS:
-        most = f"must have at most {WORKLOAD_MAX_POD_GROUPS} items"
-        return [*errs, f"{path}: Too many: {len(groups)}: {most}"]
+        return [*errs, too_many(path, len(groups), WORKLOAD_MAX_POD_GROUPS)]
     seen: set[str] = set()
     for i, group in enumerate(groups):
-        errs += _pod_group(group, f"{path}[{i}]", seen)
+        errs += _pod_group(group, f"{path}[{i}]", seen, v2)
     return errs
+
+
+def too_many(path: str, count: int, most: int) -> str:
+    """field.TooMany(path, count, most).Error()."""
+    return f"{path}: Too many: {count}: must have at most {most} item{'s' if most != 1 else ''}"
 
 
 def _controller_ref(ref: Mapping[str, Any], path: str) -> Errors:
@@ -112,7 +142,8 @@ def _controller_ref(ref: Mapping[str, Any], path: str) -> Errors:
     return errs
 
 
-def _pod_group(group: Mapping[str, Any], path: str, seen: set[str]) -> Errors:
+def _pod_group(group: Mapping[str, Any], path: str, seen: set[str], v2: bool) -> Errors:
+    """A v1alpha1 pod group, or (v2) a v1alpha2 pod group template."""
     name = group.get("name")
     errs: Errors = []
     if not name:
@@ -123,11 +154,19 @@ def _pod_group(group: Mapping[str, Any], path: str, seen: set[str]) -> Errors:
         errs.append(duplicate(path, dict(group)))
     elif isinstance(name, str):
         seen.add(name)
-    policy = group.get("policy")
-    return errs + _policy(policy if isinstance(policy, Mapping) else {}, f"{path}.policy")
+    if not v2:
+        policy = group.get("policy")
+        return errs + policy_errors(policy if isinstance(policy, Mapping) else {}, f"{path}.policy")
+    policy = group.get("schedulingPolicy")
+    policy = policy if isinstance(policy, Mapping) else {}
+    errs += policy_errors(policy, f"{path}.schedulingPolicy", least=1)
+    return errs + constraints_errors(group.get("schedulingConstraints"), path)
 
 
-def _policy(policy: Mapping[str, Any], path: str) -> Errors:
+def policy_errors(policy: Mapping[str, Any], path: str, least: int = 0) -> Errors:
+    """A PodGroupPolicy (v1alpha1) or PodGroupSchedulingPolicy (v1alpha2): exactly one
+    of basic and gang; gang.minCount set and at least `least` (v1alpha1 allows any
+    non-negative count, v1alpha2's declarative +k8s:minimum=1)."""
     chosen = [f"`{k}`" for k in ("basic", "gang") if policy.get(k) is not None]
     if not chosen:
         return [invalid(path, '""', POLICY_UNION)]
@@ -139,9 +178,26 @@ def _policy(policy: Mapping[str, Any], path: str) -> Errors:
     count, count_path = gang.get("minCount"), f"{path}.gang.minCount"
     if not count:
         return [required(count_path)]
-    if isinstance(count, int) and count < 0:
-        return [invalid(count_path, show(count), "must be greater than or equal to 0")]
+    if isinstance(count, int) and count < least:
+        return [invalid(count_path, show(count), f"must be greater than or equal to {least}")]
     return []
+
+
+def constraints_errors(constraints: Any, path: str) -> Errors:
+    """v1alpha2's optional schedulingConstraints (TopologyAwareWorkloadScheduling):
+    topologyConstraints required, at most one, each with a label-key topologyKey."""
+    if not isinstance(constraints, Mapping):
+        return []
+    path = f"{path}.schedulingConstraints.topologyConstraints"
+    items = dicts(constraints.get("topologyConstraints"))
+    if not items:
+        return [required(path)]
+    if len(items) > 1:
+        return [too_many(path, len(items), 1)]
+    key = items[0].get("topologyKey")
+    if not key:
+        return [required(f"{path}[0].topologyKey")]
+    return label_name_errors(key, f"{path}[0].topologyKey") if isinstance(key, str) else []
 
 
 def workload_ref_errors(ref: Any, path: str = "spec.workloadRef") -> Errors:
@@ -173,13 +229,33 @@ def gang_key(namespace: str, name: str, pod_group: str, replica: str = "") -> st
     return f"{key}/{replica}" if replica else key
 
 
+def group_gang_key(namespace: str, pod_group_name: str) -> str:
+    """The gang of a pod whose spec.schedulingGroup names a v1alpha2 PodGroup object:
+    "ns/PodGroup:name". ":" and capitals are in no DNS name, so it never equals a
+    workloadRef gang's key nor a scheduler-plugins PodGroup's "ns/name"."""
+    return f"{namespace}/PodGroup:{pod_group_name}" if pod_group_name else ""
+
+
+def scheduling_group_of(raw_pod: Mapping[str, Any]) -> str:
+    """The name of the v1alpha2 PodGroup the raw pod's spec.schedulingGroup names, or ""."""
+    group = (raw_pod.get("spec") or {}).get("schedulingGroup")
+    if not isinstance(group, Mapping):
+        return ""
+    name = group.get("podGroupName")
+    return name if isinstance(name, str) else ""
+
+
 def gang_of(raw_pod: Mapping[str, Any]) -> str:
-    """gang_key of a raw pod."""
+    """gang_key of a raw pod: its schedulingGroup's PodGroup when it names one (1.36's
+    field, which replaces workloadRef upstream), else its workloadRef's pod group."""
     meta = raw_pod.get("metadata") or {}
+    namespace = meta.get("namespace") or ""
+    group = scheduling_group_of(raw_pod)
+    if group:
+        return group_gang_key(namespace, group)
     ref = (raw_pod.get("spec") or {}).get("workloadRef")
     if not isinstance(ref, Mapping):
         return ""
-    namespace = meta.get("namespace") or ""
     return gang_key(
         namespace,
         ref.get("name") or "",
@@ -189,8 +265,22 @@ def gang_of(raw_pod: Mapping[str, Any]) -> str:
 
 
 def gang_of_pod(pod: Pod) -> str:
-    """gang_key of a parsed pod."""
+    """gang_key of a parsed pod (as gang_of)."""
+    group = pod.spec.scheduling_group
+    if group is not None and group.pod_group_name:
+        return group_gang_key(pod.metadata.namespace, group.pod_group_name)
     ref = pod.spec.workload_ref
     if ref is None:
         return ""
     return gang_key(pod.metadata.namespace, ref.name, ref.pod_group, ref.pod_group_replica_key)
+
+
+def scheduling_group_errors(group: Any, path: str = "spec.schedulingGroup") -> Errors:
+    """The pod's spec.schedulingGroup (1.36): podGroupName, the one member of its union,
+    set and a DNS subdomain (the PodGroup object's name)."""
+    if not isinstance(group, Mapping):
+        return []
+    name = group.get("podGroupName")
+    if not name:
+        return [invalid(path, '""', "must specify one of: `podGroupName`")]
+    return grammar_errors(name, f"{path}.podGroupName", dns1123_subdomain_errors)

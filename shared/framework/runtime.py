@@ -241,13 +241,37 @@ class Framework(ReserveBindRunner):
 
     def nominated_pods_for(self, pod: PodInfo, node_name: str) -> list[PodInfo]:
         """The pods nominated to the node that Filter counts there for `pod`: those of
-        equal or higher priority, other than `pod` itself."""
+        equal or higher priority, other than `pod` itself — except, when `pod` is
+        nominated to this node too, the pods of its own priority it goes before.
+
+        That exception is ksched's, for a state kube's one scheduling loop never
+        reaches: two workers preempting at once can nominate two pods of one priority
+        to a node with room for one (each dry run ran before it heard of the other's
+        nomination). Counted against each other, neither would ever fit there and each
+        would wait for the other (seen in PreemptionBasic: 262 preemptors, two or three
+        to a node, none bound). So co-nominees of one priority take the room in one
+        fixed order (`nomination_order`), the same in every worker and in the cache's
+        assume; the one that goes after finds the room taken and preempts again, as it
+        would have if it had heard of the first nomination in time."""
         nominated = self.handle.nominated.get(node_name)
         if not nominated:
             return []
         priority, uid = pod.pod.spec.priority, pod.pod.metadata.uid
+        co_nominee = pod.pod.status.nominated_node_name == node_name or any(
+            p.pod.metadata.uid == uid for p in nominated
+        )
+        order = nomination_order(pod)
         return [
-            p for p in nominated if p.pod.spec.priority >= priority and p.pod.metadata.uid != uid
+            p
+            for p in nominated
+            if p.pod.metadata.uid != uid
+            and (
+                p.pod.spec.priority > priority
+                or (
+                    p.pod.spec.priority == priority
+                    and not (co_nominee and nomination_order(p) > order)
+                )
+            )
         ]
 
     def _add_nominated_pods(
@@ -471,3 +495,12 @@ def _pick(ties: list[int], rng: random.Random) -> int:
 
 
 FrameworkFactory = Callable[[Profile], Framework]
+
+
+def nomination_order(pod: PodInfo) -> tuple[str, str]:
+    """Which of two pods nominated to one node at one priority takes the room first:
+    the older (creationTimestamp), then the smaller UID. Stable while both wait, and
+    the same wherever it is computed (unlike a stream sequence, which moves with each
+    status write)."""
+    meta = pod.pod.metadata
+    return (str(meta.creation_timestamp or ""), meta.uid)

@@ -188,6 +188,7 @@ _SLIM_SPEC = (
     "tolerations",
     "nodeSelector",
     "workloadRef",  # GangScheduling counts a gang's placed pods
+    "schedulingGroup",  # (a v1alpha2 PodGroup's gang)
 )
 _SLIM_META = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp")
 

@@ -8,7 +8,9 @@ in one NATS message), the raw and normalized scores of the best nodes, the preem
 PostFilter would cause (victims, the PodDisruptionBudgets they touch), and for a
 workload how many replicas fit and where: each placed replica is assumed onto the
 snapshot before the next one is scheduled, as the worker's batch does, and every
-assumption is taken back before `what_if` returns.
+assumption is taken back before `what_if` returns. Permit is asked too, for the last
+placed replica with all of them assumed: a pod of a gang short of its minCount would
+wait there, not bind (the report's `permit`, with n of minCount placed).
 
 The worker answers what-if requests with it (services/worker/whatif.py), against the
 committed state; `ksched describe pod` runs it against the cluster stream.
@@ -22,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import FitError
@@ -32,7 +34,22 @@ from shared.framework.preemption import AllowedDisruptions
 from shared.framework.runtime import Framework
 from shared.framework.schedule_one import Scheduler, SchedulingError, num_feasible_nodes_to_find
 from shared.framework.snapshot import ClusterSnapshot
+from shared.framework.status import Code, Status
 from shared.framework.types import PodInfo
+from shared.framework.waiting_pods import MAX_PERMIT_TIMEOUT
+
+# GangScheduling's name and its PreEnqueue count message (the plugin imports the
+# framework, not the other way round)
+GANG_SCHEDULING = "GangScheduling"
+GANG_WAITING_FOR_PODS = "waiting for minCount pods from a gang to appear in scheduling queue"
+
+
+@runtime_checkable
+class GangProgress(Protocol):
+    """A Permit plugin that can say how far a pod's gang is: {"placed": n, "minCount": m}."""
+
+    def progress(self, pod: PodInfo) -> dict[str, int]: ...
+
 
 MAX_GROUPS = 20  # groups of nodes with the same verdicts listed; the rest are counted
 NODES_PER_GROUP = 5  # node names listed per group
@@ -120,16 +137,21 @@ def what_if(
         "nodes": len(snapshot.nodes),
         "sampled": num_feasible_nodes_to_find(percentage, len(snapshot.nodes)),
     }
+    fw.set_snapshot(snapshot)  # PreEnqueue reads the objects the snapshot carries
     gate = fw.run_pre_enqueue_plugins(pod)
-    if not gate.ok:  # never popped: no cycle runs until the gate opens
+    if not gate.ok and not _unknowable(gate):  # never popped: no cycle until the gate opens
         report["gated"] = {"plugin": gate.plugin, "message": gate.message()}
         report["chosen"] = None
         return report
+    if not gate.ok:
+        report["preEnqueue"] = {"plugin": gate.plugin, "message": gate.message()}
     ex = explain(fw, pod, snapshot)
     report.update(_explanation(ex, limits, node))
     rng = random.Random(seed)
     with assumed(snapshot) as added:
         placements, failure = _place(fw, pods, snapshot, percentage, rng, added)
+        if added:  # the last placed, with every placed one assumed
+            report["permit"] = _permit(fw, *added[-1])
     report["chosen"] = placements[0] if placements else None
     if failure is not None:
         report["message"] = failure[0]
@@ -143,6 +165,36 @@ def what_if(
             "placements": dict(counts.most_common(limits.listed * 10)),
         }
     return report
+
+
+def _unknowable(gate: Status) -> bool:
+    """A gate the what-if cannot judge: GangScheduling's count of a gang's pods takes
+    the pending ones, which only the queue knows (a worker sees the placed ones). The
+    what-if goes on and says what Permit would do with the pods it sees placed."""
+    return gate.plugin == GANG_SCHEDULING and gate.message() == GANG_WAITING_FOR_PODS
+
+
+def _permit(fw: Framework, pod: PodInfo, node: str) -> dict[str, Any] | None:
+    """What Permit would say to `pod` on `node`: None when every plugin allows it, else
+    the plugins that would make it wait (with their timeouts and, for a gang, how many
+    of its minCount pods are placed) or the one that would reject it. Signals a plugin
+    sends (allowing a gang's waiting pods) are dropped: a what-if writes nothing."""
+    state = CycleState()
+    waits: list[dict[str, Any]] = []
+    try:
+        for plugin in fw.permits:
+            status, timeout = plugin.permit(state, pod, node)
+            if status.code == Code.WAIT:
+                wait: dict[str, Any] = {"plugin": plugin.name, "message": status.message()}
+                wait["timeoutSeconds"] = min(max(timeout, 0.0), MAX_PERMIT_TIMEOUT)
+                if isinstance(plugin, GangProgress):
+                    wait.update(plugin.progress(pod))
+                waits.append(wait)
+            elif not status.ok:
+                return {"rejected": {"plugin": plugin.name, "message": status.message()}}
+    finally:
+        fw.handle.take_permit_signals()
+    return {"wait": waits} if waits else None
 
 
 def _explanation(ex: Explanation, limits: WhatIfLimits, node: str | None) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -25,7 +26,9 @@ from shared.api.events import (
     decode_cluster_event,
     parse_subject,
 )
+from shared.api.immutable import immutable_errors, immutable_fields
 from shared.api.owners import OWNER_MODELS, Controller, Service
+from shared.api.podgroup import SchedulingPodGroup
 from shared.api.workload import Workload
 from shared.framework.interface import ClusterObjects
 from shared.subjects import (
@@ -34,6 +37,7 @@ from shared.subjects import (
     REPLICATIONCONTROLLERS_PREFIX,
     SERVICES_PREFIX,
     STATEFULSETS_PREFIX,
+    WORKLOAD_PODGROUPS_PREFIX,
     WORKLOADS_PREFIX,
 )
 
@@ -47,6 +51,7 @@ OWNER_PREFIXES = (
     STATEFULSETS_PREFIX,
     REPLICATIONCONTROLLERS_PREFIX,
     WORKLOADS_PREFIX,  # not owners: the Workloads GangScheduling reads
+    WORKLOAD_PODGROUPS_PREFIX,  # and its v1alpha2 PodGroups
 )
 _OWNER_KINDS = {kind.lower(): kind for kind in OWNER_MODELS}  # subject kind -> Kind
 
@@ -109,21 +114,39 @@ class Informer:
 
 
 def owners_handler(objects: ClusterObjects) -> Handler:
-    """Keeps `objects`' Services and controllers equal to the stream's."""
+    """Keeps `objects`' Services, controllers, Workloads and v1alpha2 PodGroups equal to
+    the stream's. An update that changes a Workload's or PodGroup's immutable fields is
+    not taken: the watcher refuses it and puts the old object back in the stream, and
+    meanwhile this copy keeps the old one too."""
+    gang_objects: dict[str, dict[str, Any]] = {
+        "workload": objects.workloads,
+        "workloadpodgroup": objects.pod_groups,
+    }
 
     def on_change(ref: SubjectRef, obj: ClusterObject | None) -> None:
-        if ref.kind == "workload":
+        table = gang_objects.get(ref.kind)
+        if table is not None:
             key = f"{ref.namespace}/{ref.name}"
-            if isinstance(obj, Workload):
-                objects.workloads[key] = obj
-            else:
-                objects.workloads.pop(key, None)
+            if not isinstance(obj, Workload | SchedulingPodGroup):
+                table.pop(key, None)
+            elif not _changes_immutable(ref.kind, table.get(key), obj):
+                table[key] = obj
         elif isinstance(obj, Service | Controller):
             objects.put(obj)
         else:
             objects.remove(_OWNER_KINDS[ref.kind], ref.namespace, ref.name)
 
     return on_change
+
+
+def _changes_immutable(
+    kind: str, old: Workload | SchedulingPodGroup | None, new: Workload | SchedulingPodGroup
+) -> bool:
+    if old is None or (old.metadata.uid and old.metadata.uid != new.metadata.uid):
+        return False
+    before = immutable_fields(kind, old.model_dump(by_alias=True, exclude_none=True))
+    after = immutable_fields(kind, new.model_dump(by_alias=True, exclude_none=True))
+    return before is not None and after is not None and bool(immutable_errors(kind, before, after))
 
 
 async def watch_owners(

@@ -28,6 +28,7 @@ from shared.subjects import (
     pdb_subject,
     pod_group_subject,
     pod_subject,
+    workload_pod_group_subject,
     workload_subject,
 )
 from shared.wire import dump_json
@@ -56,6 +57,13 @@ async def publish_pod_group(
     js: JetStreamContext, group: dict[str, Any], etype: str = "ADDED"
 ) -> int:
     return await _publish_namespaced(js, pod_group_subject, group, etype)
+
+
+async def publish_workload_pod_group(
+    js: JetStreamContext, pod_group: dict[str, Any], etype: str = "ADDED"
+) -> int:
+    """A scheduling.k8s.io/v1alpha2 PodGroup, on its own subject."""
+    return await _publish_namespaced(js, workload_pod_group_subject, pod_group, etype)
 
 
 async def publish_workload(

@@ -200,8 +200,7 @@ def make_workload(
 ) -> dict[str, Any]:
     """A scheduling.k8s.io/v1alpha1 Workload: pod group -> gang minCount (None: basic)."""
     pod_groups: list[dict[str, Any]] = [
-        {"name": g, "policy": {"basic": {}} if n is None else {"gang": {"minCount": n}}}
-        for g, n in groups.items()
+        {"name": g, "policy": _policy(n)} for g, n in groups.items()
     ]
     return {
         "apiVersion": "scheduling.k8s.io/v1alpha1",
@@ -209,6 +208,56 @@ def make_workload(
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"podGroups": pod_groups},
     }
+
+
+def make_workload_v1alpha2(
+    name: str, templates: dict[str, int | None], *, namespace: str = "default"
+) -> dict[str, Any]:
+    """A scheduling.k8s.io/v1alpha2 Workload: pod group template -> gang minCount (None:
+    basic)."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "podGroupTemplates": [
+                {"name": t, "schedulingPolicy": _policy(n)} for t, n in templates.items()
+            ]
+        },
+    }
+
+
+def make_scheduling_pod_group(
+    name: str,
+    min_count: int | None,
+    *,
+    workload: str = "",
+    template: str = "",
+    namespace: str = "default",
+) -> dict[str, Any]:
+    """A scheduling.k8s.io/v1alpha2 PodGroup with a gang of `min_count` (None: basic),
+    made from a Workload's template when `workload` is given."""
+    spec: dict[str, Any] = {"schedulingPolicy": _policy(min_count)}
+    if workload:
+        ref = {"workloadName": workload, "podGroupTemplateName": template}
+        spec["podGroupTemplateRef"] = {"workload": ref}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def _policy(min_count: int | None) -> dict[str, Any]:
+    return {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
+
+
+def make_group_pod(name: str, pod_group: str, **kwargs: Any) -> dict[str, Any]:
+    """A pod of a v1alpha2 PodGroup (spec.schedulingGroup, GangScheduling)."""
+    pod = make_pod(name, **kwargs)
+    pod["spec"]["schedulingGroup"] = {"podGroupName": pod_group}
+    return pod
 
 
 def make_workload_pod(name: str, workload: str, pod_group: str, **kwargs: Any) -> dict[str, Any]:

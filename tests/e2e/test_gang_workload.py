@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -35,6 +36,7 @@ profiles:
   - name: GangScheduling
     args: {schedulingTimeoutSeconds: 3}
 """
+Pod = dict[str, Any]
 WAITING_FOR_PODS = "waiting for minCount pods from a gang to appear in scheduling queue"
 
 
@@ -75,9 +77,15 @@ async def test_a_gang_of_min_count_3_waits_for_its_third_pod_then_binds_whole(
 
     assert await tracker.wait_until(held, timeout=30), tracker.pods
     assert await tracker.wait_until(lambda t: "default/solo" in t.bound(), timeout=30)
-    assert not [k for k in tracker.bound() if "/w-" in k], "a member bound short of minCount"
+    await completes_the_gang(client, pods[2])
 
-    await publish_pod(js, pods[2])
+
+async def completes_the_gang(client: tuple[JetStreamContext, PodTracker], third: Pod) -> None:
+    """Two members w-0, w-1 held, none bound: the third completes the gang, and all
+    three bind, each written once."""
+    js, tracker = client
+    assert not [k for k in tracker.bound() if "/w-" in k], "a member bound short of minCount"
+    await publish_pod(js, third)
     members = {f"default/w-{i}" for i in range(3)}
     assert await tracker.wait_until(lambda t: members <= set(t.bound()), timeout=30), tracker.pods
     assert all(v.bound_writes == 1 for k, v in tracker.pods.items() if k in members)
@@ -86,11 +94,21 @@ async def test_a_gang_of_min_count_3_waits_for_its_third_pod_then_binds_whole(
 async def test_a_gang_that_cannot_all_fit_binds_none_and_the_timeout_frees_its_room(
     client: tuple[JetStreamContext, PodTracker], redis: aioredis.Redis
 ) -> None:
+    js, _ = client
+    await publish_workload(js, make_workload("job", {"workers": 3}))
+    gang = [make_workload_pod(f"w-{i}", "job", "workers", cpu="1") for i in range(3)]
+    await times_out_at_permit(client, redis, gang)
+
+
+async def times_out_at_permit(
+    client: tuple[JetStreamContext, PodTracker], redis: aioredis.Redis, gang: list[Pod]
+) -> None:
+    """A gang of 3 pods (named w-<i>, 1 cpu each, its group's object published) on one
+    node with room for 2: two assumed, rejected by the 3 s Permit timeout, none bound,
+    and the room they held goes to a 2-cpu pod."""
     js, tracker = client
     events = await js.subscribe(f"{EVENTS_PREFIX}.default.>")
     await publish_node(js, make_node("n1", cpu="2500m", memory="16Gi"))
-    await publish_workload(js, make_workload("job", {"workers": 3}))
-    gang = [make_workload_pod(f"w-{i}", "job", "workers", cpu="1") for i in range(3)]
     await publish_all(js, gang)
 
     async def two_assumed() -> bool:

@@ -9,6 +9,8 @@ import asyncio
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -125,3 +127,15 @@ async def test_page_shows_the_cluster_its_pending_pod_and_a_whatif(
     shadow = seen["shadow"]
     assert "2 decisions compared (1 elsewhere, 1 same): 1 differ" in shadow, shadow
     assert "default/small\telsewhere\tbig-c\tsmall-a\tNodeResourcesFit" in shadow, shadow
+    # the running server refuses a DNS-rebinding page (its name in Host), answers curl
+    assert status_of(ui, {"Host": "attacker.example"}) == 403
+    assert status_of(ui, {}) == 200
+
+
+def status_of(url: str, headers: dict[str, str]) -> int:
+    request = urllib.request.Request(url + "api/nodes", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return err.code

@@ -11,7 +11,7 @@ import pytest
 from services.cache.cache import Cache
 from services.cache.nominations import Nomination
 from shared.config import Profile
-from shared.framework.runtime import Framework
+from shared.framework.runtime import Framework, nomination_order
 from shared.framework.types import PodInfo
 from shared.plugins import REGISTRY
 from shared.tools.synthetic import make_node, make_pod
@@ -109,3 +109,30 @@ def test_nominations_survive_a_restore(cache: Cache, clock: Clock) -> None:
     copy.restore([n.raw_node for n in cache.nodes.values() if n.raw_node], [], 0, records)
     assert not assume(copy, pod("filler", 0))
     assert assume(copy, pod("high", 10))
+
+
+def test_two_pods_of_one_priority_nominated_to_one_room_do_not_wait_for_each_other(
+    cache: Cache,
+) -> None:
+    """Two workers preempting at once nominated "high" and "twin" (same priority) to n1,
+    which has room for one. One of them, the same one everywhere, takes it."""
+    twin = pod("twin", 10)
+    cache.nominate_pod("default/twin", "n1", twin)
+    high = cache.nominations.by_key[PREEMPTOR].pod
+    first, second = sorted([high, twin], key=nomination_order)
+    FW.handle.providers.nominated = cache.nominations.by_node  # what assume reads
+    assert FW.nominated_pods_for(first, "n1") == []  # its own priority after it: not counted
+    assert [p.key for p in FW.nominated_pods_for(second, "n1")] == [first.key]
+    assert not assume(cache, second)  # the room is the first one's
+    assert assume(cache, first)
+    assert not assume(cache, second)  # and now it is taken
+
+
+def test_a_pod_not_nominated_there_still_counts_every_nomination_of_its_priority(
+    cache: Cache,
+) -> None:
+    cache.nominate_pod("default/twin", "n1", pod("twin", 10))
+    other = pod("aaaa", 10)  # not nominated: kube's rule, whatever its order
+    FW.handle.providers.nominated = cache.nominations.by_node
+    assert len(FW.nominated_pods_for(other, "n1")) == 2
+    assert not assume(cache, other)

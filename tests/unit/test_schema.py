@@ -21,7 +21,7 @@ from shared.api.schema import (
     strict_decoding_error,
     unknown_fields,
 )
-from shared.api.schema_fields import KINDS, TYPES
+from shared.api.schema_fields import KINDS, TYPES, VERSIONED
 
 MANIFESTS = Path(__file__).parents[1] / "data" / "manifests"
 # From kubernetes/website content/en/examples: probes, lifecycle hooks, volumes of
@@ -225,7 +225,8 @@ def routes() -> dict[str, tuple[str, list[str | int]]]:
     """For each schema type, a kind and the keys leading from that kind's root to an
     object of the type (breadth first: the shortest)."""
     found: dict[str, tuple[str, list[str | int]]] = {}
-    queue: deque[tuple[str, str, list[str | int]]] = deque((k, k, []) for k in KINDS)
+    roots = [*KINDS, *VERSIONED]
+    queue: deque[tuple[str, str, list[str | int]]] = deque((k, k, []) for k in roots)
     while queue:
         kind, type_name, keys = queue.popleft()
         if type_name in found:
@@ -242,6 +243,8 @@ def routes() -> dict[str, tuple[str, list[str | int]]]:
 def build(kind: str, keys: list[str | int], name: str, value: Any) -> dict[str, Any]:
     """An object of `kind` with `value` under `name` at the end of `keys`."""
     root: dict[str, Any] = {"kind": kind}
+    if kind in VERSIONED:  # another apiVersion's shape of the kind
+        root = {"kind": VERSIONED[kind][0], "apiVersion": VERSIONED[kind][1]}
     node: Any = root
     for i, key in enumerate(keys):
         child: Any = [] if i + 1 < len(keys) and isinstance(keys[i + 1], int) else {}

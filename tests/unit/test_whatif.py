@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from services.worker.whatif import WhatIfError, fit_report, read_request
 from shared.api.pdb import PodDisruptionBudget
+from shared.api.podgroup import SchedulingPodGroup
 from shared.config import Profile
+from shared.framework import whatif
 from shared.framework.cycle_state import CycleState
 from shared.framework.diagnosis import FitError
 from shared.framework.runtime import Framework
@@ -23,7 +25,9 @@ from shared.framework.schedule_one import Scheduler
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import NodeInfo, PodInfo
 from shared.framework.whatif import WhatIfLimits, group_nodes, replica_pods, what_if
-from shared.plugins import REGISTRY
+from shared.plugins import REGISTRY, gangscheduling
+from shared.tools.cli.whatif import report_lines
+from shared.tools.synthetic import make_scheduling_pod_group
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod
 
 
@@ -254,3 +258,87 @@ def test_a_report_is_cut_to_fit_the_max_payload() -> None:
 def test_a_request_it_cannot_read_is_refused_with_the_reason(data: bytes, reason: str) -> None:
     with pytest.raises(WhatIfError, match=reason):
         read_request(data)
+
+
+# --- gangs: Permit holds a pod of an incomplete gang -----------------------------------------
+
+
+def gang_framework(snap: ClusterSnapshot) -> Framework:
+    profile = Profile.model_validate(
+        {"plugins": {"multiPoint": {"enabled": [{"name": "GangScheduling"}]}}}
+    )
+    fw = Framework.from_profile(profile, REGISTRY)
+    fw.set_snapshot(ClusterSnapshot([], snap.objects))  # what_if must set its own
+    return fw
+
+
+def gang_cluster(*placed: str) -> ClusterSnapshot:
+    pods = [make_pod(n).node("n1").scheduling_group("train").req(cpu="1") for n in placed]
+    snap = cluster([make_node("n1").capacity(cpu="8", pods=10)], pods)
+    group = make_scheduling_pod_group("train", 3)
+    snap.objects.pod_groups = {"default/train": SchedulingPodGroup.model_validate(group)}
+    return snap
+
+
+def gang_pod(name: str = "p", group: str = "train") -> dict[str, Any]:
+    return make_pod(name).scheduling_group(group).req(cpu="1").obj()
+
+
+@pytest.mark.parametrize(
+    ("placed", "replicas", "waits"),
+    [
+        ((), 1, (1, 3)),  # today's answer was "held by PreEnqueue" for all of these
+        (("m0",), 1, (2, 3)),
+        ((), 2, (2, 3)),
+        (("m0",), 2, None),  # 1 bound + 2 asked: the gang is complete, all bind
+        ((), 3, None),
+    ],
+)
+def test_a_pod_of_an_incomplete_gang_would_wait_at_permit_with_n_of_min_count_placed(
+    placed: tuple[str, ...], replicas: int, waits: tuple[int, int] | None
+) -> None:
+    snap = gang_cluster(*placed)
+    before = state_of(snap)
+    fw = gang_framework(snap)
+    report = what_if(fw, replica_pods(gang_pod(), replicas), snap)
+    assert report["chosen"] == "n1" and "gated" not in report
+    if waits is None:
+        assert report["permit"] is None
+    else:
+        (wait,) = report["permit"]["wait"]
+        assert wait == {
+            "plugin": "GangScheduling",
+            "message": "waiting for minCount pods from a gang to be waiting on permit",
+            "timeoutSeconds": 100.0,
+            "placed": waits[0],
+            "minCount": waits[1],
+        }
+        lines = report_lines(report)
+        assert any(
+            "Would wait at Permit for GangScheduling" in line
+            and f"({waits[0]} of minCount 3 placed, this pod included)" in line
+            for line in lines
+        ), lines
+    assert state_of(snap) == before
+    assert fw.handle.take_permit_signals() == []  # a complete gang's "allow" is not sent
+    assert report.get("preEnqueue", {}).get("plugin") in (None, "GangScheduling")
+
+
+def test_a_gang_pod_whose_pod_group_is_missing_is_still_reported_held() -> None:
+    snap = gang_cluster()
+    report = what_if(gang_framework(snap), [PodInfo.of(gang_pod(group="other"))], snap)
+    assert report["gated"] == {
+        "plugin": "GangScheduling",
+        "message": 'waiting for pod\'s pod group "other" to appear in scheduling queue',
+    }
+
+
+def test_a_pod_in_no_gang_has_no_permit_section() -> None:
+    snap = gang_cluster()
+    report = what_if(gang_framework(snap), [make_pod("p").req(cpu="1").info(1)], snap)
+    assert report["chosen"] == "n1" and report["permit"] is None and "preEnqueue" not in report
+
+
+def test_the_gang_messages_what_if_knows_are_the_plugins() -> None:
+    assert whatif.GANG_SCHEDULING == gangscheduling.NAME
+    assert whatif.GANG_WAITING_FOR_PODS == gangscheduling.WAITING_FOR_PODS

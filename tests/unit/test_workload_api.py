@@ -38,10 +38,10 @@ def workload(*groups: dict[str, Any], **spec: Any) -> dict[str, Any]:
 def test_a_valid_workload_is_accepted_on_its_subject() -> None:
     assert object_of_subject(WL_SUBJECT) == ("workload", "default", "job")
     ev = decode(WL_SUBJECT, make_workload("job", {"workers": 3, "driver": None}))
-    group = ev.obj.pod_group("workers")
-    assert group is not None and group.policy.gang is not None
-    assert group.policy.gang.min_count == 3
-    assert ev.obj.pod_group("driver").policy.gang is None
+    group = ev.obj.policy("workers")
+    assert group is not None and group.gang is not None
+    assert group.gang.min_count == 3
+    assert ev.obj.policy("driver").gang is None
     assert ev.unknown == []
 
 

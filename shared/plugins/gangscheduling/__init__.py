@@ -1,18 +1,21 @@
-"""GangScheduling: all-or-nothing scheduling of a Workload's gang pod groups, as
-kube-scheduler's in-tree plugin of Kubernetes 1.35 (pkg/scheduler/framework/plugins/
-gangscheduling, KEP-4671, scheduling.k8s.io/v1alpha1 Workload).
+"""GangScheduling: all-or-nothing scheduling of gang pod groups, as kube-scheduler's
+in-tree plugin (pkg/scheduler/framework/plugins/gangscheduling): 1.35's
+scheduling.k8s.io/v1alpha1 Workload (KEP-4671) and 1.36's v1alpha2 PodGroup (KEP-5832).
 
 Implements: PreEnqueuePlugin, ReservePlugin, PermitPlugin, EnqueueExtensions.
 Upstream it is alpha behind the GangScheduling feature gate, off by default; in ksched
 it is registered but out of the default profile: a profile enables it in its plugins
 (docs/configuration.md).
 
-A pod is in a gang by spec.workloadRef {name, podGroup, podGroupReplicaKey} whose
-Workload gives that pod group the policy `gang: {minCount}`; pods with equal
-references are one gang (shared/api/workload.py gang_key).
+A pod is in a gang by spec.schedulingGroup {podGroupName} whose PodGroup object has the
+policy `gang: {minCount}` (all the pods naming one PodGroup are one gang), or by
+spec.workloadRef {name, podGroup, podGroupReplicaKey} whose Workload gives that pod
+group that policy (pods with equal references are one gang). shared/api/workload.py
+gang_of names the gang.
 
-- PreEnqueue (queue): the pod waits outside activeQ until its Workload exists, names
-  its pod group, and minCount pods of the gang exist (pending or bound).
+- PreEnqueue (queue): the pod waits outside activeQ until its PodGroup exists (or its
+  Workload exists and names its pod group), and minCount pods of the gang exist
+  (pending or bound).
 - Permit (worker): Wait until minCount pods of the gang are assumed or bound, then
   allow the gang's waiting pods, wherever they wait. A pod that waits longer than the
   scheduling timeout is rejected and its resources freed (the binder's WaitOnPermit).
@@ -24,9 +27,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.api.workload import Workload, gang_of
+from shared.api.podgroup import SchedulingPodGroup
+from shared.api.validation import go_quote
+from shared.api.workload import Workload, gang_of, scheduling_group_of
 from shared.framework.cycle_state import CycleState
-from shared.framework.events import ADD, POD, WORKLOAD
+from shared.framework.events import ADD, POD, WORKLOAD, WORKLOAD_POD_GROUP
 from shared.framework.handle import Handle
 from shared.framework.interface import (
     ClusterEvent,
@@ -52,6 +57,10 @@ def waiting_for_workload(name: str) -> str:
     return f'waiting for pods\'s workload "{name}" to appear in scheduling queue'
 
 
+def waiting_for_pod_group(name: str) -> str:
+    return f"waiting for pod's pod group {go_quote(name)} to appear in scheduling queue"
+
+
 def no_pod_group(pod_group: str, workload: str) -> str:
     return f'pod group "{pod_group}" doesn\'t exist for a workload "{workload}"'
 
@@ -67,25 +76,34 @@ class GangScheduling(PreEnqueuePlugin, ReservePlugin, PermitPlugin, EnqueueExten
 
     def min_count(self, pod: PodInfo) -> tuple[int | None, Status]:
         """The minCount of the pod's gang; None with SUCCESS for a pod in no gang (no
-        workloadRef, or a `basic` pod group), None with the reason while it cannot say."""
+        schedulingGroup nor workloadRef, or a `basic` policy), None with the reason while
+        it cannot say. A schedulingGroup pod's policy is its PodGroup object's (1.36), a
+        workloadRef pod's its Workload's pod group's (1.35)."""
+        namespace = (pod.raw.get("metadata") or {}).get("namespace") or ""
+        objects = self.handle.snapshot.objects
+        group_name = scheduling_group_of(pod.raw)
+        if group_name:
+            group = objects.pod_groups.get(f"{namespace}/{group_name}")
+            if group is None:
+                return None, unresolvable(waiting_for_pod_group(group_name))
+            return group.min_count, SUCCESS
         ref = (pod.raw.get("spec") or {}).get("workloadRef")
         if not ref:
             return None, SUCCESS
-        namespace = (pod.raw.get("metadata") or {}).get("namespace") or ""
-        name, group_name = ref.get("name") or "", ref.get("podGroup") or ""
-        workload = self.handle.snapshot.objects.workloads.get(f"{namespace}/{name}")
+        name, pod_group = ref.get("name") or "", ref.get("podGroup") or ""
+        workload = objects.workloads.get(f"{namespace}/{name}")
         if workload is None:
             return None, unresolvable(waiting_for_workload(name))
-        group = workload.pod_group(group_name)
-        if group is None:
-            return None, unresolvable(no_pod_group(group_name, name))
-        gang = group.policy.gang
-        return (None if gang is None else gang.min_count), SUCCESS
+        policy = workload.policy(pod_group)
+        if policy is None:
+            return None, unresolvable(no_pod_group(pod_group, name))
+        return (None if policy.gang is None else policy.gang.min_count), SUCCESS
 
     # --- PreEnqueue ---------------------------------------------------------------------
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
-        if not (pod.raw.get("spec") or {}).get("workloadRef"):
+        spec = pod.raw.get("spec") or {}
+        if not spec.get("workloadRef") and not spec.get("schedulingGroup"):
             return SUCCESS  # from the raw pod: the queue runs this on every pod, unparsed
         min_count, status = self.min_count(pod)
         if min_count is None:
@@ -115,6 +133,14 @@ class GangScheduling(PreEnqueuePlugin, ReservePlugin, PermitPlugin, EnqueueExten
         self.handle.allow_waiting_pods(NAME, namespace, {}, gang=gang)
         return SUCCESS, 0.0
 
+    def progress(self, pod: PodInfo) -> dict[str, int]:
+        """How far the pod's gang is at Permit (what-if's report): its pods placed, this
+        one included, and its minCount; {} for a pod in no gang."""
+        min_count, _ = self.min_count(pod)
+        if min_count is None:
+            return {}
+        return {"placed": self.placed(gang_of(pod.raw), pod), "minCount": min_count}
+
     def placed(self, gang: str, pod: PodInfo) -> int:
         """Pods of the gang on nodes of the snapshot (assumed, waiting or bound), this pod
         included. A pod another lane placed whose commit is still out is not counted:
@@ -137,6 +163,10 @@ class GangScheduling(PreEnqueuePlugin, ReservePlugin, PermitPlugin, EnqueueExten
             ClusterEventWithHint(
                 ClusterEvent(WORKLOAD, ADD), self.is_schedulable_after_workload_added
             ),
+            # So may a v1alpha2 PodGroup; its spec is immutable.
+            ClusterEventWithHint(
+                ClusterEvent(WORKLOAD_POD_GROUP, ADD), self.is_schedulable_after_pod_group_added
+            ),
         ]
 
     def is_schedulable_after_pod_added(
@@ -151,6 +181,13 @@ class GangScheduling(PreEnqueuePlugin, ReservePlugin, PermitPlugin, EnqueueExten
         ref = (pod.raw.get("spec") or {}).get("workloadRef") or {}
         namespace = (pod.raw.get("metadata") or {}).get("namespace") or ""
         return new is not None and new.key == f"{namespace}/{ref.get('name') or ''}"
+
+    def is_schedulable_after_pod_group_added(
+        self, pod: PodInfo, old: SchedulingPodGroup | None, new: SchedulingPodGroup | None
+    ) -> bool:
+        namespace = (pod.raw.get("metadata") or {}).get("namespace") or ""
+        name = scheduling_group_of(pod.raw)
+        return bool(name) and new is not None and new.key == f"{namespace}/{name}"
 
 
 def unresolvable(message: str) -> Status:

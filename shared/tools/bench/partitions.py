@@ -20,17 +20,11 @@ import nats
 from nats.js.errors import BadRequestError
 
 from shared.runtime.connections import stream_config
+from shared.sharding import mapping_config
 from shared.subjects import CLUSTER_STREAM, STREAMS
 from shared.tools.servers import Server, start_nats
 
 PODS = "ksched.cluster.pods"
-
-
-def mapping_config(partitions: int) -> str:
-    """The server configuration's `mappings`: one line for plain names, one for dotted
-    names (a name with dots spans several tokens, which `*.*` does not match)."""
-    dest = f"{PODS}.{{{{partition({partitions},1,2)}}}}.{{{{wildcard(1)}}}}.{{{{wildcard(2)}}}}"
-    return f'mappings = {{\n  "{PODS}.*.*": "{dest}"\n  "{PODS}.*.*.>": "{dest}.>"\n}}\n'
 
 
 async def check(server: Server, partitions: int, pods: int) -> list[str]:

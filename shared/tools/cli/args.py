@@ -169,6 +169,13 @@ def add_ui_arguments(p: argparse.ArgumentParser) -> None:
     """`ksched ui` (shared/tools/ui/app.py): the page over a running ksched."""
     p.add_argument("--port", type=int, default=8080, help="port to serve on (0: pick a free one)")
     p.add_argument("--listen", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name browsers may reach the page by (addresses and localhost always)",
+    )
     p.add_argument("--config", help="the KubeSchedulerConfiguration that explains a pod's verdicts")
     nats_flag(p)
 

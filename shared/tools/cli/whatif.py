@@ -134,6 +134,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         lines.append("It is not scheduled until the gate opens.")
         return lines
     lines.append(_decision(report))
+    lines += _permit_lines(report.get("permit"), report.get("preEnqueue"))
     lines += ["", "Filter (nodes with the same verdicts together):"]
     lines += indent(groups_table(report))
     if report["scores"]:
@@ -161,6 +162,27 @@ def _decision(report: dict[str, Any]) -> str:
             "feasible nodes, from where its last cycle stopped: it may pick another"
         )
     return text
+
+
+def _permit_lines(permit: dict[str, Any] | None, gate: dict[str, Any] | None) -> list[str]:
+    """What Permit would do with the placed pod: held for its gang, or rejected."""
+    lines = []
+    if gate:
+        lines.append(
+            f"PreEnqueue plugin {gate['plugin']} counts the gang's pending pods too, which "
+            f"a worker does not see: it holds the pod until minCount pods exist ({gate['message']})"
+        )
+    if not permit:
+        return lines
+    rejected = permit.get("rejected")
+    if rejected:
+        return [*lines, f"Rejected at Permit by {rejected['plugin']}: {rejected['message']}"]
+    for wait in permit["wait"]:
+        text = f"Would wait at Permit for {wait['plugin']}: {wait['message']}"
+        if "minCount" in wait:
+            text += f" ({wait['placed']} of minCount {wait['minCount']} placed, this pod included)"
+        lines.append(f"{text}; not bound until then, rejected after {wait['timeoutSeconds']:g} s")
+    return lines
 
 
 def scores_table(scores: list[dict[str, Any]]) -> str:

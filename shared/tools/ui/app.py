@@ -20,6 +20,7 @@ from shared.tools.cli.kubectl import explain_against
 from shared.tools.cli.live import CliError, ClusterWatch, connect
 from shared.tools.cli.manifests import ManifestError, parse_manifests
 from shared.tools.cli.output import emit, flush_stdout, warn
+from shared.tools.ui.guard import RequestGuard
 from shared.tools.ui.http import (
     HttpError,
     Request,
@@ -46,13 +47,24 @@ def static(name: str) -> bytes:
 class Ui:
     """The page's state: one NATS connection and the cluster as the stream shows it."""
 
-    def __init__(self, nc: NATS, watch: ClusterWatch, config: str | None, url: str) -> None:
+    def __init__(
+        self,
+        nc: NATS,
+        watch: ClusterWatch,
+        config: str | None,
+        url: str,
+        guard: RequestGuard | None = None,
+    ) -> None:
         self.nc, self.watch, self.config, self.url = nc, watch, config, url
+        self.guard = guard or RequestGuard()
 
     def objects(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         return [e.obj for e in self.watch.nodes.values()], [e.obj for e in self.watch.pods.values()]
 
     async def handle(self, req: Request) -> Response:
+        refusal = self.guard.refusal(req.headers)
+        if refusal is not None:
+            raise HttpError(403, refusal)
         if req.method == "GET" and req.path in STATIC:
             name, content_type = STATIC[req.path]
             return Response(200, static(name), content_type)
@@ -123,7 +135,7 @@ async def serve(args: argparse.Namespace) -> int:
     try:
         watch = ClusterWatch()
         await watch.start(nc.jetstream())
-        ui = Ui(nc, watch, args.config, args.nats)
+        ui = Ui(nc, watch, args.config, args.nats, RequestGuard(args.allow_host))
         server = await asyncio.start_server(connection_handler(ui.handle), args.listen, args.port)
         async with server:
             host, port = server.sockets[0].getsockname()[:2]

@@ -28,6 +28,7 @@ class Request:
     path: str
     query: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict, compare=False)  # names lower-cased
 
 
 @dataclass(frozen=True)
@@ -64,13 +65,18 @@ async def read_request(reader: asyncio.StreamReader) -> Request:
     headers = {
         k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])
     }
-    length = int(headers.get("content-length") or 0)
+    try:
+        length = int(headers.get("content-length") or 0)
+    except ValueError:
+        raise HttpError(400, "bad Content-Length") from None
+    if length < 0:
+        raise HttpError(400, "bad Content-Length")
     if length > MAX_BODY_BYTES:
         raise HttpError(413, f"body over {MAX_BODY_BYTES} bytes")
     body = await reader.readexactly(length) if length else b""
     url = urlsplit(target)
     query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-    return Request(method.upper(), url.path, query, body)
+    return Request(method.upper(), url.path, query, body, headers)
 
 
 def encode(resp: Response) -> bytes:

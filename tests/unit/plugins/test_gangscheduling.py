@@ -11,10 +11,11 @@ from services.queue import gangs
 from services.queue.hints import hints_of, to_hint_object
 from services.queue.preenqueue import run_pre_enqueue
 from services.queue.queue import SchedulingQueue
+from shared.api.podgroup import SchedulingPodGroup
 from shared.api.workload import Workload
 from shared.config import ConfigError, parse_config
 from shared.framework.cycle_state import CycleState
-from shared.framework.events import ADD, WORKLOAD
+from shared.framework.events import ADD, WORKLOAD, WORKLOAD_POD_GROUP
 from shared.framework.handle import Handle
 from shared.framework.interface import ClusterEvent, ClusterObjects
 from shared.framework.profile_map import ProfileMap
@@ -24,7 +25,7 @@ from shared.framework.types import NodeInfo, PodInfo
 from shared.framework.waiting_pods import PermitSignal
 from shared.plugins import REGISTRY, gangscheduling
 from shared.plugins.gangscheduling import GangScheduling
-from shared.tools.synthetic import make_workload
+from shared.tools.synthetic import make_scheduling_pod_group, make_workload
 from tests.builders import make_pod
 from tests.unit.conftest import Clock
 
@@ -164,7 +165,7 @@ def test_a_gang_signal_crosses_the_wire_and_old_signals_still_read() -> None:
 
 def test_events_pod_add_of_the_same_gang_and_the_pods_workload_add() -> None:
     gs = plugin()
-    (pod_add, workload_add) = gs.events_to_register()
+    (pod_add, workload_add, _) = gs.events_to_register()
     assert pod_add.event == ClusterEvent("Pod", "Add")
     assert workload_add.event == ClusterEvent("Workload", "Add")
     a = member("a")
@@ -250,3 +251,101 @@ def test_a_bound_member_counts_and_a_workload_that_arrives_late_lets_the_gang_in
     gq.q.delete("default/b")
     gangs.observe(gq.objects.gang_members, {"op": "delete", "key": "default/b"})
     assert gq.objects.gang_members[GANG] == {"default/a", "default/c"}
+
+
+# --- 1.36: v1alpha2 PodGroup objects and spec.schedulingGroup -------------------------------
+
+PG_GANG = "default/PodGroup:pg"
+
+
+def pod_group(name: str = "pg", min_count: int | None = 3) -> SchedulingPodGroup:
+    return SchedulingPodGroup.model_validate(make_scheduling_pod_group(name, min_count))
+
+
+def in_group(name: str, group: str = "pg") -> PodInfo:
+    return make_pod(name).scheduling_group(group).req(cpu="1").info(1)
+
+
+def group_plugin(*groups: SchedulingPodGroup, members: dict[str, set[str]] | None = None) -> Any:
+    gs = plugin(members=members)
+    gs.handle.snapshot.objects.pod_groups = {g.key: g for g in groups}
+    return gs
+
+
+@pytest.mark.parametrize(
+    ("groups", "members", "message"),
+    [
+        ([], {}, 'waiting for pod\'s pod group "pg" to appear in scheduling queue'),
+        (
+            [pod_group("other")],
+            {},
+            'waiting for pod\'s pod group "pg" to appear in scheduling queue',
+        ),
+        ([pod_group(min_count=None)], {}, None),  # basic
+        (
+            [pod_group()],
+            {PG_GANG: {"default/a", "default/b"}},
+            "waiting for minCount pods from a gang to appear in scheduling queue",
+        ),
+        ([pod_group()], {PG_GANG: {"default/a", "default/b", "default/c"}}, None),
+        ([pod_group(min_count=1)], {}, None),
+    ],
+)
+def test_pre_enqueue_of_a_scheduling_group_pod_reads_its_pod_group_object(
+    groups: list[SchedulingPodGroup], members: dict[str, set[str]], message: str | None
+) -> None:
+    status = group_plugin(*groups, members=members).pre_enqueue(in_group("a"))
+    if message is None:
+        assert status.ok
+    else:
+        assert (status.code, status.reasons) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [message])
+
+
+def test_the_pod_group_objects_min_count_not_a_workloads() -> None:
+    # A Workload named like the PodGroup with another minCount is not read for it.
+    gs = group_plugin(pod_group(min_count=2), members={PG_GANG: {"default/a"}})
+    gs.handle.snapshot.objects.workloads = {"default/pg": workload("pg", pg=5)}
+    assert gs.pre_enqueue(in_group("b")).ok
+
+
+def test_permit_of_a_scheduling_group_gang_waits_then_allows_it() -> None:
+    a, b = in_group("a"), in_group("b")
+    gs = group_plugin(pod_group(min_count=2))
+    # a pod of a workloadRef gang and a pod of another PodGroup do not count
+    place(gs, (a, "n1"), (member("w"), "n1"), (in_group("x", "pg2"), "n2"))
+    status, wait = gs.permit(CycleState(), a, "n1")
+    assert (status.code, wait) == (Code.WAIT, 7.0)
+    place(gs, (a, "n1"), (b, "n2"))
+    status, _ = gs.permit(CycleState(), b, "n2")
+    assert status.ok
+    (signal,) = gs.handle.take_permit_signals()
+    assert (signal.verdict, signal.gang) == ("allow", PG_GANG)
+
+
+def test_permit_of_a_pod_whose_pod_group_went_away_is_an_error() -> None:
+    gs = group_plugin()
+    status, _ = gs.permit(CycleState(), in_group("a"), "n1")
+    assert status.code == Code.ERROR
+
+
+def test_a_pod_group_added_moves_the_pods_that_wait_for_it() -> None:
+    gs = group_plugin()
+    (_, _, group_add) = gs.events_to_register()
+    assert group_add.event == ClusterEvent(WORKLOAD_POD_GROUP, ADD)
+    new = to_hint_object(WORKLOAD_POD_GROUP, make_scheduling_pod_group("pg", 2))
+    assert gs.is_schedulable_after_pod_group_added(in_group("a"), None, new)
+    assert not gs.is_schedulable_after_pod_group_added(in_group("a", "pg2"), None, new)
+    assert not gs.is_schedulable_after_pod_group_added(member("a"), None, new)
+    assert gs.is_schedulable_after_pod_added(in_group("a"), None, in_group("b"))
+    assert not gs.is_schedulable_after_pod_added(in_group("a"), None, in_group("b", "pg2"))
+
+
+def test_the_queue_holds_a_pod_group_gang_whose_object_comes_after_its_pods() -> None:
+    gq = GangQueue()
+    gq.add(in_group("a"))
+    gq.add(in_group("b"))
+    assert gq.where("a", "b") == ["gated", "gated"]
+    group = make_scheduling_pod_group("pg", 2)
+    gq.objects.pod_groups = {"default/pg": pod_group(min_count=2)}
+    gq.q.move_all_to_active_or_backoff(ClusterEvent(WORKLOAD_POD_GROUP, ADD), None, group)
+    assert gq.where("a", "b") == ["active", "active"]
