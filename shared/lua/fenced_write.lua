@@ -14,6 +14,9 @@
 -- When one does not hold, the error EXPECTED comes back and nothing at all is written,
 -- not even the epoch (a leader never writes over a state Redis lost). Both checks come
 -- before any write, since a script's error reply undoes nothing. Returns the commands run.
+-- A command whose name starts with '+' (e.g. '+HSET') has one argument: its arguments
+-- packed as one msgpack array of strings (cmsgpack, which reads msgpack's old raw
+-- format): a batch of many fields costs its sender one argument, not one per field.
 local newest = tonumber(redis.call('GET', KEYS[1]) or '0')
 local epoch = tonumber(ARGV[1])
 if epoch < newest then
@@ -36,16 +39,20 @@ local CHUNK = 1000
 while i <= #ARGV do
   local cmd, key = ARGV[i], KEYS[tonumber(ARGV[i + 1])]
   local stride, n = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  local first, last = i + 4, i + 3 + n
+  local args, first, last = ARGV, i + 4, i + 3 + n
+  i = last + 1
+  if string.sub(cmd, 1, 1) == '+' then
+    cmd, args = string.sub(cmd, 2), cmsgpack.unpack(ARGV[first])
+    first, last, n = 1, #args, #args
+  end
   if stride == 0 or n <= CHUNK then
-    redis.call(cmd, key, unpack(ARGV, first, last))
+    redis.call(cmd, key, unpack(args, first, last))
   else
     local step = stride * math.floor(CHUNK / stride)
     for s = first, last, step do
-      redis.call(cmd, key, unpack(ARGV, s, math.min(s + step - 1, last)))
+      redis.call(cmd, key, unpack(args, s, math.min(s + step - 1, last)))
     end
   end
   commands = commands + 1
-  i = last + 1
 end
 return commands
