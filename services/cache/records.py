@@ -31,7 +31,7 @@ class NodeRecords:
 
     def record(self, info: NodeInfo) -> bytes:
         """pack(info.to_record())."""
-        entries = [self._entry(pod) for pod in info.pods.values()]
+        entries = [self._entry(key, pod) for key, pod in info.pods.items()]
         return b"".join(
             (
                 _HEAD,
@@ -54,10 +54,10 @@ class NodeRecords:
             known = self._nodes[info.name] = (info.raw_node, pack(info.raw_node))
         return known[1]
 
-    def _entry(self, pod: PodInfo) -> bytes:
-        known = self._pods.get(pod.key)
+    def _entry(self, key: str, pod: PodInfo) -> bytes:
+        known = self._pods.get(key)
         if known is None or known[0] is not pod:
-            known = self._pods[pod.key] = (pod, pack([pod.key, pod.version, pod.slim_bytes]))
+            known = self._pods[key] = (pod, pack([pod.key, pod.version, pod.slim_bytes]))
         return known[1]
 
     def forget_pod(self, key: str) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -101,11 +102,17 @@ def cluster_event(ev: QueueEvent) -> ClusterEvent:
     resource, action = ev.get("resource"), ev.get("action")
     if resource and action:
         try:
-            action_type(action)
-            return ClusterEvent(resource, action)
+            return _named_event(resource, action)
         except ValueError:
             log.warning("unknown cluster event action %r, moving every pod", action)
     return event_from_label(ev.get("event") or f"{resource}{action}")
+
+
+@functools.lru_cache(maxsize=256)
+def _named_event(resource: str, action: str) -> ClusterEvent:
+    """Checked and built once per name: every bound pod brings a move."""
+    action_type(action)  # raises ValueError (not cached) for an unknown action
+    return ClusterEvent(resource, action)
 
 
 class QueueService:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from importlib.resources import files
+from itertools import chain
 from typing import Any
 
 import msgpack
@@ -71,7 +72,12 @@ def _encoded(value: Any) -> bytes:
 
 def pack_args(args: list[Any]) -> bytes:
     """Arguments as one msgpack array of strings, each as redis-py would have sent it."""
-    return _RAW.pack([_encoded(a) for a in args])
+    return _RAW.pack(
+        [
+            a if a.__class__ is bytes else a.encode() if a.__class__ is str else _encoded(a)
+            for a in args
+        ]
+    )
 
 
 class FencedBatch:
@@ -99,9 +105,7 @@ class FencedBatch:
         if index is None:
             self._keys.append(key)
             index = self._index[key] = len(self._keys)
-        if (
-            packable and len(args) >= PACK_FROM
-        ):  # one packed argument (fenced_write.lua's '+' commands)
+        if packable and len(args) >= PACK_FROM:  # one argument: fenced_write.lua's '+'
             self._args += [f"+{cmd}", index, stride, 1, pack_args(args)]
         else:
             self._args += [cmd, index, stride, len(args), *args]
@@ -114,8 +118,7 @@ class FencedBatch:
         mapping: dict[Any, Any] | None = None,
     ) -> None:
         args: list[Any] = [] if key is None else [key, value]
-        for field, val in (mapping or {}).items():
-            args += [field, val]
+        args += chain.from_iterable((mapping or {}).items())
         self._op("HSET", name, 2, args)
 
     def hdel(self, name: str, *fields: str) -> None:
