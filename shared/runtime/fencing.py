@@ -52,10 +52,10 @@ async def epoch_floor(redis: aioredis.Redis, service: str) -> int:
     return int(await redis.get(keys.lease_epoch_key(service)) or 0)
 
 
-# From this many arguments on, a command's arguments travel packed as one: redis-py
-# encodes and frames every argument of a command in Python, a dear step per field of a
-# batch of hundreds of pod records; msgpack packs them all at once.
-PACK_FROM = 8
+# A batch travels packed (fenced_write.lua's packed form): redis-py encodes and frames
+# every argument in Python, a dear step per field of a batch of hundreds of pod
+# records and dearer than the write itself for a small one; msgpack packs all at once.
+PACKED = "+"
 _RAW = msgpack.Packer(use_bin_type=False)  # the format Redis's cmsgpack reads
 
 
@@ -100,15 +100,12 @@ class FencedBatch:
         self._index: dict[str, int] = {}
         self._args: list[Any] = [lease.epoch]
 
-    def _op(self, cmd: str, key: str, stride: int, args: list[Any], packable: bool = True) -> None:
+    def _op(self, cmd: str, key: str, stride: int, args: list[Any]) -> None:
         index = self._index.get(key)
         if index is None:
             self._keys.append(key)
             index = self._index[key] = len(self._keys)
-        if packable and len(args) >= PACK_FROM:  # one argument: fenced_write.lua's '+'
-            self._args += [f"+{cmd}", index, stride, 1, pack_args(args)]
-        else:
-            self._args += [cmd, index, stride, len(args), *args]
+        self._args += [cmd, index, stride, len(args), *args]
 
     def hset(
         self,
@@ -142,7 +139,7 @@ class FencedBatch:
         args: list[Any] = []
         for field, value in mapping.items():
             args += [field, value]
-        self._op("EXPECT", name, 2, args, packable=False)  # the script reads it unpacked
+        self._op("EXPECT", name, 2, args)
 
     def incr(self, name: str) -> None:
         self._op("INCR", name, 0, [])
@@ -152,8 +149,9 @@ class FencedBatch:
         if epoch != self._lease.epoch or not self._lease.current(time.monotonic()):
             self._fence()
             raise Fenced(f"{self._service}: lease of epoch {epoch} not current")
+        args = [epoch, PACKED, pack_args(self._args[1:])] if len(self._args) > 1 else [epoch]
         try:
-            await _fenced_write(self._redis, self._keys, self._args)
+            await _fenced_write(self._redis, self._keys, args)
         except Fenced as err:
             self._fence()
             raise Fenced(f"{self._service}: {err}") from err
