@@ -6,6 +6,8 @@ there, bound or gone, so packing it whole made each assume cost in proportion to
 pods already on the node. Here each pod's entry ([key, version, packed slim pod]) is
 packed once per PodInfo and the node object once per object, and a record is their
 concatenation under the record's map: byte for byte what packing to_record() gives.
+A pod assumed on a node comes last in its pods, so a record only appends its entry
+to the node's last one; any other change lists the node's entries again.
 """
 
 from __future__ import annotations
@@ -27,11 +29,20 @@ class NodeRecords:
     def __init__(self) -> None:
         self._pods: dict[str, tuple[PodInfo, bytes]] = {}  # pod key -> (PodInfo, entry)
         self._nodes: dict[str, tuple[dict[str, Any] | None, bytes]] = {}
+        # node name -> its pods as last written and their entries joined: a pod assumed
+        # on a node comes last in its dict, so the next record only appends its entry
+        self._lists: dict[str, tuple[list[PodInfo], bytes]] = {}
         self._packer = msgpack.Packer(use_bin_type=True)
 
     def record(self, info: NodeInfo) -> bytes:
         """pack(info.to_record())."""
-        entries = [self._entry(key, pod) for key, pod in info.pods.items()]
+        pods = [*info.pods.values()]
+        known, joined = self._lists.get(info.name, ((), b""))
+        if pods[: len(known)] != known:  # compared by identity: PodInfo has no __eq__
+            known, joined = [], b""
+        if len(pods) > len(known):
+            joined += b"".join([self._entry(pod) for pod in pods[len(known) :]])
+        self._lists[info.name] = (pods, joined)
         return b"".join(
             (
                 _HEAD,
@@ -42,8 +53,8 @@ class NodeRecords:
                 _GENERATION,
                 pack(info.generation),
                 _PODS,
-                self._packer.pack_array_header(len(entries)),
-                *entries,
+                self._packer.pack_array_header(len(pods)),
+                joined,
             )
         )
 
@@ -54,10 +65,11 @@ class NodeRecords:
             known = self._nodes[info.name] = (info.raw_node, pack(info.raw_node))
         return known[1]
 
-    def _entry(self, key: str, pod: PodInfo) -> bytes:
+    def _entry(self, pod: PodInfo) -> bytes:
+        key = pod.key
         known = self._pods.get(key)
         if known is None or known[0] is not pod:
-            known = self._pods[key] = (pod, pack([pod.key, pod.version, pod.slim_bytes]))
+            known = self._pods[key] = (pod, pack([key, pod.version, pod.slim_bytes]))
         return known[1]
 
     def forget_pod(self, key: str) -> None:
@@ -65,7 +77,9 @@ class NodeRecords:
 
     def forget_node(self, name: str) -> None:
         self._nodes.pop(name, None)
+        self._lists.pop(name, None)
 
     def clear(self) -> None:
         self._pods.clear()
         self._nodes.clear()
+        self._lists.clear()
