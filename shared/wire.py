@@ -41,6 +41,11 @@ def pack(obj: Any) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
+class Packed(bytes):
+    """A message body packed already (assembled from parts packed once and kept, such
+    as the queue's pop reply): sent as it is, not packed again."""
+
+
 class TooLarge(ValueError):
     """One item is larger than any message may be."""
 

@@ -20,9 +20,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.cache.cache import ASSUMED, ASSUMED_POD_TTL, Cache, PodState
+from services.cache.cache import ASSUMED_POD_TTL, Cache, PodState
 from services.cache.nominations import Nomination
 from services.cache.rebuild import assume_in_flight, unknown_to
+from services.cache.records import NodeRecords
 from shared import keys, stages
 from shared.framework.interface import ClusterObjects
 from shared.framework.profile_map import ProfileMap
@@ -98,6 +99,7 @@ class CacheService:
         # node name -> the node object last written to CACHE_NODES (by identity): a
         # node's record changes with every pod on it, its object rarely
         self._written_nodes: dict[str, Any] = {}
+        self._records = NodeRecords()  # the NodeInfo records, from parts packed once
         self.frameworks = ProfileMap(rt.config, REGISTRY)
         self._set_pod_groups(PodGroups())
         self.state = StateWrites(SERVICE, STATE_KEYS, lambda: rt.js, rt.redis, rt.fenced_writes)
@@ -305,6 +307,7 @@ class CacheService:
     def _reset(self) -> None:
         self.cache = Cache(time.time, ttl=self.ttl, objects=self.objects)
         self._written_nodes = {}
+        self._records.clear()
         self._set_pod_groups(PodGroups())
 
     async def _reconcile(self, requests: list[tuple[int, BindRequest]]) -> None:
@@ -388,12 +391,13 @@ class CacheService:
             if info is None or info.raw_node is None:
                 w.nodes_gone.append(name)
                 self._written_nodes.pop(name, None)
+                self._records.forget_node(name)
                 w.generations[name] = self.cache.generation if info is None else info.generation
                 continue
             if self._written_nodes.get(name) is not info.raw_node:  # the node object changed
-                w.raw_nodes[name] = pack(info.raw_node)
+                w.raw_nodes[name] = self._records.node(info)
                 self._written_nodes[name] = info.raw_node
-            w.records[name] = pack(info.to_record())
+            w.records[name] = self._records.record(info)
             w.generations[name] = info.generation
         return w
 
@@ -402,6 +406,7 @@ class CacheService:
             state = self.cache.pods.get(key)
             if state is None:
                 w.pods_gone.append(key)
+                self._records.forget_pod(key)
             else:
                 w.pod_records[key] = pack(state.to_record())
 
@@ -426,7 +431,7 @@ class CacheService:
 
     def _update_gauges(self) -> None:
         self.nodes_gauge.set(len(self.cache.schedulable_nodes()))
-        assumed = sum(1 for s in self.cache.pods.values() if s.state == ASSUMED)
+        assumed = len(self.cache.assumed)
         self.pods_gauge.labels("assumed").set(assumed)
         self.pods_gauge.labels("added").set(len(self.cache.pods) - assumed)
 
