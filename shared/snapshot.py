@@ -121,6 +121,10 @@ class Snapshot:
         One at a time: a lane asking while another lane's refresh is out would read the
         same changes again (at start, every node twice)."""
         async with self._refreshing:
+            # Messages read off the socket but not handed to `receive` yet go through
+            # one turn of the loop first: without it, a change read from Redis here
+            # arrives by the feed a moment later, and is dropped there.
+            await asyncio.sleep(0)
             fed = self._take_feed()
             self._apply(list(fed.items()))  # now: the generation already counts them
             flat = await self._script(
