@@ -9,8 +9,9 @@
 --   feed left them out of step, shared/snapshot.py)
 -- Returns the state's incarnation (false: none, Redis lost the state), the cache's
 -- generation (false: not written), then a flat list: name, generation, record-or-false,
--- ... (false: node gone). In another incarnation than the caller's, every node:
--- generations of different incarnations do not compare.
+-- ... (false: node gone; the nodes asked for by name come with generation false: their
+-- records carry it). In another incarnation than the caller's, every node: generations
+-- of different incarnations do not compare.
 local incarnation = redis.call('HGET', KEYS[3], 'incarnation')
 if not incarnation then
   return {false}
@@ -30,7 +31,7 @@ for i = 1, #changed, 2 do
 end
 for i = wanted, #ARGV do
   out[#out + 1] = ARGV[i]
-  out[#out + 1] = redis.call('ZSCORE', KEYS[1], ARGV[i]) or false
+  out[#out + 1] = false  -- the record says; the worker's ACL has no ZSCORE
   out[#out + 1] = redis.call('HGET', KEYS[2], ARGV[i]) or false
 end
 return out

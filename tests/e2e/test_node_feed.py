@@ -22,6 +22,7 @@ from shared.snapshot import Snapshot
 from shared.subjects import CACHE_EVENTS, NODE_CHANGES
 from shared.tools.devstack import LocalStack, running
 from shared.tools.synthetic import make_node, make_pod
+from shared.wire import pack, unpack
 
 pytestmark = pytest.mark.e2e
 
@@ -197,4 +198,23 @@ async def test_a_local_assumption_survives_a_change_and_ends_with_its_commit(
     snapshot.receive(await apply(client, feed, event))
     await snapshot.refresh()
     assert snapshot.uncommitted() == set()
+    assert state(snapshot) == await read_whole(cache_stack)
+
+
+async def test_a_change_to_another_copy_of_the_node_is_read_from_redis(
+    cache_stack: LocalStack, client: NATS, redis: aioredis.Redis
+) -> None:
+    """A delta made against another copy of the node than the snapshot's (its base
+    generation is not the copy's): that node is read by name from Redis, in the same
+    round trip, and the rest of the message still applies."""
+    snapshot, feed = await warm(cache_stack, client, redis)
+    msg = unpack(await apply(client, feed, pod_upsert("x", "n0"), pod_upsert("y", "n1")))
+    entries = {entry[0]: entry for entry in msg["n"]}
+    assert entries["n0"][2] == entries["n1"][2] == 2  # deltas
+    entries["n0"][3] -= 1  # made against an older copy than the snapshot's
+    snapshot.receive(pack(msg))
+    read = snapshot.read
+    await snapshot.refresh()
+    assert snapshot.read == read + 1  # n0 alone
+    assert "default/x" in snapshot.nodes["n0"].pods
     assert state(snapshot) == await read_whole(cache_stack)
