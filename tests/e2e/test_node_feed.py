@@ -5,6 +5,7 @@ misses a message reads what it missed from Redis, and ends the same."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,16 +31,10 @@ SEQ = iter(range(1, 1_000_000))
 
 
 @pytest.fixture
-def cache_stack(tmp_path: Path) -> Iterator[LocalStack]:
+def stack(tmp_path: Path) -> Iterator[LocalStack]:
+    """Only the cache (conftest's `nc` connects to it)."""
     with running(LocalStack(tmp_path / "stack", workers=0, binders=0), ["cache"]) as st:
         yield st
-
-
-@pytest.fixture
-async def client(cache_stack: LocalStack) -> AsyncIterator[NATS]:
-    nc = await nats.connect(cache_stack.nats_url)
-    yield nc
-    await nc.close()
 
 
 def node_upsert(name: str, **labels: str) -> dict[str, Any]:
@@ -73,8 +68,14 @@ def node_delete(name: str) -> dict[str, Any]:
 
 async def apply(nc: NATS, feed: Subscription, *events: dict[str, Any]) -> bytes:
     """Apply `events` at the cache (written to Redis when this returns); the feed's
-    message of that write."""
-    reply = await request(nc, CACHE_EVENTS, {"events": list(events)}, timeout=30)
+    message of that write. Retried while nobody answers: the cache reports ready a
+    moment before it subscribes (shared/tools/bench/refresh.py does the same)."""
+    for _ in range(100):
+        try:
+            reply = await request(nc, CACHE_EVENTS, {"events": list(events)}, timeout=30)
+            break
+        except nats.errors.NoRespondersError:
+            await asyncio.sleep(0.2)
     assert not reply["failed"], reply
     return (await feed.next_msg(timeout=10)).data
 
@@ -94,8 +95,8 @@ def state(snapshot: Snapshot) -> dict[str, Any]:
     }
 
 
-async def read_whole(cache_stack: LocalStack) -> dict[str, Any]:
-    redis = connect_redis(cache_stack.redis_url)
+async def read_whole(stack: LocalStack) -> dict[str, Any]:
+    redis = connect_redis(stack.redis_url)
     try:
         fresh = Snapshot(redis)
         await fresh.refresh()
@@ -105,15 +106,13 @@ async def read_whole(cache_stack: LocalStack) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def redis(cache_stack: LocalStack) -> AsyncIterator[aioredis.Redis]:
-    client = connect_redis(cache_stack.redis_url)
+async def redis(stack: LocalStack) -> AsyncIterator[aioredis.Redis]:
+    client = connect_redis(stack.redis_url)
     yield client
     await client.aclose()
 
 
-async def warm(
-    cache_stack: LocalStack, nc: NATS, redis: aioredis.Redis
-) -> tuple[Snapshot, Subscription]:
+async def warm(nc: NATS, redis: aioredis.Redis) -> tuple[Snapshot, Subscription]:
     """A snapshot of four nodes with pods, read from Redis; the feed subscribed."""
     feed = await nc.subscribe(NODE_CHANGES)
     await nc.flush()
@@ -125,9 +124,9 @@ async def warm(
 
 
 async def test_node_changes_reach_the_snapshot_without_reading_redis(
-    cache_stack: LocalStack, client: NATS, redis: aioredis.Redis
+    stack: LocalStack, nc: NATS, redis: aioredis.Redis
 ) -> None:
-    snapshot, feed = await warm(cache_stack, client, redis)
+    snapshot, feed = await warm(nc, redis)
     rounds = [
         [pod_upsert("new-0", "n0")],  # a pod added
         [pod_delete("p1-0")],  # one removed
@@ -138,77 +137,77 @@ async def test_node_changes_reach_the_snapshot_without_reading_redis(
         [pod_delete("p2-0"), pod_delete("p2-1"), node_delete("n2")],  # a node gone
     ]
     for events in rounds:
-        snapshot.receive(await apply(client, feed, *events))
+        snapshot.receive(await apply(nc, feed, *events))
         read = snapshot.read
         await snapshot.refresh()
         assert snapshot.read == read, events  # nothing read from Redis
-        assert state(snapshot) == await read_whole(cache_stack), events
+        assert state(snapshot) == await read_whole(stack), events
     assert snapshot.fed > 0
 
 
 async def test_a_missed_node_change_is_read_from_redis(
-    cache_stack: LocalStack, client: NATS, redis: aioredis.Redis
+    stack: LocalStack, nc: NATS, redis: aioredis.Redis
 ) -> None:
-    snapshot, feed = await warm(cache_stack, client, redis)
-    await apply(client, feed, pod_upsert("lost", "n0"), pod_delete("p1-0"))  # never received
-    snapshot.receive(await apply(client, feed, pod_upsert("after", "n0")))
+    snapshot, feed = await warm(nc, redis)
+    await apply(nc, feed, pod_upsert("lost", "n0"), pod_delete("p1-0"))  # never received
+    snapshot.receive(await apply(nc, feed, pod_upsert("after", "n0")))
     read = snapshot.read
     await snapshot.refresh()
     assert snapshot.read > read  # the gap: n0 and n1 read from Redis
     assert {"default/lost", "default/after"} <= set(snapshot.nodes["n0"].pods)
     assert "default/p1-0" not in snapshot.nodes["n1"].pods
-    assert state(snapshot) == await read_whole(cache_stack)
+    assert state(snapshot) == await read_whole(stack)
     # and the messages after the Redis read apply again
-    snapshot.receive(await apply(client, feed, pod_upsert("later", "n1")))
+    snapshot.receive(await apply(nc, feed, pod_upsert("later", "n1")))
     read = snapshot.read
     await snapshot.refresh()
     assert snapshot.read == read
-    assert state(snapshot) == await read_whole(cache_stack)
+    assert state(snapshot) == await read_whole(stack)
 
 
 async def test_a_change_to_a_copy_newer_than_the_message_is_not_applied_back(
-    cache_stack: LocalStack, client: NATS, redis: aioredis.Redis
+    stack: LocalStack, nc: NATS, redis: aioredis.Redis
 ) -> None:
     """A node re-read by name (`reload`, after a refused assume) may be newer than the
     messages not applied yet: they do not take it back."""
-    snapshot, feed = await warm(cache_stack, client, redis)
-    first = await apply(client, feed, pod_upsert("a", "n0"))
-    second = await apply(client, feed, pod_upsert("b", "n0"))
+    snapshot, feed = await warm(nc, redis)
+    first = await apply(nc, feed, pod_upsert("a", "n0"))
+    second = await apply(nc, feed, pod_upsert("b", "n0"))
     await snapshot.reload(redis, {"n0"})
     snapshot.receive(first)
     snapshot.receive(second)
     await snapshot.refresh()
     assert {"default/a", "default/b"} <= set(snapshot.nodes["n0"].pods)
-    assert state(snapshot) == await read_whole(cache_stack)
+    assert state(snapshot) == await read_whole(stack)
 
 
 async def test_a_local_assumption_survives_a_change_and_ends_with_its_commit(
-    cache_stack: LocalStack, client: NATS, redis: aioredis.Redis
+    stack: LocalStack, nc: NATS, redis: aioredis.Redis
 ) -> None:
     """A pod this worker assumed (not yet committed) stays counted on its node across a
     delta that does not have it, and is held by the cache's copy once a delta has it."""
-    snapshot, feed = await warm(cache_stack, client, redis)
+    snapshot, feed = await warm(nc, redis)
     event = pod_upsert("mine", "n0")
     mine = PodInfo.of(event["pod"], 0)
     snapshot.assume(mine, "n0")
-    snapshot.receive(await apply(client, feed, pod_upsert("theirs", "n0")))
+    snapshot.receive(await apply(nc, feed, pod_upsert("theirs", "n0")))
     await snapshot.refresh()
     assert {"default/mine", "default/theirs"} <= set(snapshot.nodes["n0"].pods)
     assert snapshot.uncommitted() == {"default/mine"}
-    snapshot.receive(await apply(client, feed, event))
+    snapshot.receive(await apply(nc, feed, event))
     await snapshot.refresh()
     assert snapshot.uncommitted() == set()
-    assert state(snapshot) == await read_whole(cache_stack)
+    assert state(snapshot) == await read_whole(stack)
 
 
 async def test_a_change_to_another_copy_of_the_node_is_read_from_redis(
-    cache_stack: LocalStack, client: NATS, redis: aioredis.Redis
+    stack: LocalStack, nc: NATS, redis: aioredis.Redis
 ) -> None:
     """A delta made against another copy of the node than the snapshot's (its base
     generation is not the copy's): that node is read by name from Redis, in the same
     round trip, and the rest of the message still applies."""
-    snapshot, feed = await warm(cache_stack, client, redis)
-    msg = unpack(await apply(client, feed, pod_upsert("x", "n0"), pod_upsert("y", "n1")))
+    snapshot, feed = await warm(nc, redis)
+    msg = unpack(await apply(nc, feed, pod_upsert("x", "n0"), pod_upsert("y", "n1")))
     entries = {entry[0]: entry for entry in msg["n"]}
     assert entries["n0"][2] == entries["n1"][2] == 2  # deltas
     entries["n0"][3] -= 1  # made against an older copy than the snapshot's
@@ -217,4 +216,4 @@ async def test_a_change_to_another_copy_of_the_node_is_read_from_redis(
     await snapshot.refresh()
     assert snapshot.read == read + 1  # n0 alone
     assert "default/x" in snapshot.nodes["n0"].pods
-    assert state(snapshot) == await read_whole(cache_stack)
+    assert state(snapshot) == await read_whole(stack)
