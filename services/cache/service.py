@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.cache.cache import ASSUMED_POD_TTL, Cache, PodState
+from services.cache.feed import NodeFeed
 from services.cache.nominations import Nomination
 from services.cache.rebuild import assume_in_flight, unknown_to
 from services.cache.records import NodeRecords
@@ -104,7 +105,8 @@ class CacheService:
         self._set_pod_groups(PodGroups())
         self.state = StateWrites(SERVICE, STATE_KEYS, lambda: rt.js, rt.redis, rt.fenced_writes)
         self.mark = self.state.mark
-        self.flusher = Flusher(lambda: self.state.write(self._changes, self._everything))
+        self.feed = NodeFeed()  # each landed write's node changes, for the workers
+        self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()
         # events come from the watcher's leader only: a deposed one's are refused
         self.watcher_epoch = rt.epoch_floor("watcher")
@@ -263,6 +265,7 @@ class CacheService:
     async def _take_over(self) -> None:
         """The state as Redis holds it, or rebuilt from the log when Redis lost it (or
         never held it); written back as a new incarnation before anything is served."""
+        self.feed.reset()
         takeover = await state_at_takeover(self.rt.takeover_js, self.rt.redis, SERVICE)
         requests = await read_in_flight(self.rt.takeover_js)  # before the log: see rebuild.py
         if takeover.lost is None and (await self._restore() or not takeover.first):
@@ -338,6 +341,11 @@ class CacheService:
         )
         return relisted.cut
 
+    async def _write(self) -> None:
+        self.feed.drop()
+        await self.state.write(self._changes, self._everything)
+        await self.feed.publish(self.rt.nc, self.mark.incarnation)
+
     def _changes(self, pipe: FencedBatch) -> Callable[[], None] | None:
         nodes, pods = self.cache.take_dirty()
         groups = self.pod_groups.take_dirty()
@@ -345,8 +353,11 @@ class CacheService:
         if not nodes and not pods and not groups and not nominations:
             return None
         written = self._queue_state(pipe, nodes, pods, groups, nominations)
+        gone = {name: written.generations[name] for name in written.nodes_gone}
+        self.feed.stage(self.cache.generation, self.cache.nodes, written.records, gone)
 
         def undo() -> None:  # not written after all
+            self.feed.drop()
             for name in written.raw_nodes:
                 self._written_nodes.pop(name, None)
             self.cache.dirty_nodes |= nodes
@@ -364,6 +375,7 @@ class CacheService:
         groups = set(self.pod_groups.specs) | set(self.pod_groups.members)
         nominations = set(self.cache.nominations.by_key)
         self._queue_state(pipe, set(self.cache.nodes), set(self.cache.pods), groups, nominations)
+        self.feed.stage_whole(self.cache.generation)
         # set, not bumped: a worker's copy of the groups is of an older incarnation
         pipe.set(keys.CACHE_PODGROUPS_VERSION, incarnation_base(self.mark.incarnation))
 
