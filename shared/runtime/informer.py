@@ -11,6 +11,7 @@ object: its last good version is outdated.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -64,23 +65,38 @@ class Informer:
         self.what = what
 
     async def start(self) -> None:
-        """Subscribe, and return once the objects the stream held are read."""
-        synced = []
-        for prefix in self.prefixes:
-            done = asyncio.Event()
-            info = await self.js.stream_info(CLUSTER_STREAM, subjects_filter=f"{prefix}.>")
-            if not info.state.subjects:
-                done.set()  # nothing to list
-            await self.js.subscribe(
-                f"{prefix}.>",
-                stream=CLUSTER_STREAM,
-                cb=self._callback(done),
-                ordered_consumer=True,
-                deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-            )
-            synced.append(done.wait())
+        """Subscribe, and return once the objects the stream held are read.
+
+        A request that fails (one sent while the stream elects its leader is never
+        answered: the context's timeout says how long that costs) takes back the
+        subscriptions made so far, so that the caller's retry starts over instead of
+        following a prefix twice for the process's life."""
+        synced: list[asyncio.Event] = []
+        subs: list[JetStreamContext.PushSubscription] = []
         try:
-            await asyncio.wait_for(asyncio.gather(*synced), SYNC_TIMEOUT_SECONDS)
+            for prefix in self.prefixes:
+                done = asyncio.Event()
+                info = await self.js.stream_info(CLUSTER_STREAM, subjects_filter=f"{prefix}.>")
+                if not info.state.subjects:
+                    done.set()  # nothing to list
+                sub = await self.js.subscribe(
+                    f"{prefix}.>",
+                    stream=CLUSTER_STREAM,
+                    cb=self._callback(done),
+                    ordered_consumer=True,
+                    deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+                )
+                subs.append(sub)
+                synced.append(done)
+        except BaseException:
+            for sub in subs:
+                with contextlib.suppress(Exception):  # the connection may be gone too
+                    await sub.unsubscribe()
+            raise
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(d.wait() for d in synced)), SYNC_TIMEOUT_SECONDS
+            )
         except TimeoutError:
             log.warning("%s not all read in %.0f s; going on", self.what, SYNC_TIMEOUT_SECONDS)
 
