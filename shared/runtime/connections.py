@@ -56,6 +56,13 @@ def reached_first(urls: list[str], reached: ParseResult | None) -> list[str]:
     return first + rest
 
 
+# A server cut off from this host answers nothing and resets nothing: only unanswered
+# pings tell, after about PING_INTERVAL x MAX_OUTSTANDING_PINGS (4-6 s; nats-py's 2 min x 2
+# and our former 5 s x 3, 15-19 s, left a standby connected to it deaf that long).
+PING_INTERVAL = 2
+MAX_OUTSTANDING_PINGS = 2
+
+
 async def connect_nats(
     urls: list[str], name: str, creds: Credentials | None = None, *, in_order: bool = False
 ) -> NATS:
@@ -82,8 +89,8 @@ async def connect_nats(
                 dont_randomize=in_order,
                 reconnect_time_wait=0.5,
                 connect_timeout=2,
-                ping_interval=5,
-                max_outstanding_pings=3,
+                ping_interval=PING_INTERVAL,
+                max_outstanding_pings=MAX_OUTSTANDING_PINGS,
                 error_cb=on_error,
                 disconnected_cb=on_disconnect,
                 reconnected_cb=on_reconnect,
