@@ -119,7 +119,8 @@ class CacheService:
 
     async def run(self) -> None:
         await retry_forever("take the cache's state over", self._take_over)
-        js = self.rt.js
+        # part of the takeover: its requests wait the takeover's 3 s, not 10 s, if unanswered
+        js = self.rt.takeover_js
         await retry_forever(
             "watch Services and controllers", lambda: watch_owners(js, self.objects)
         )

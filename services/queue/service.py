@@ -168,9 +168,10 @@ class QueueService:
 
     async def run(self) -> None:
         await retry_forever("take the queue over", self._take_over)
-        js = self.rt.js
         if self.gangs_counted:
             await retry_forever("list the gangs' pods", self._list_gang_members)
+        # part of the takeover: its requests wait the takeover's 3 s, not 10 s, if unanswered
+        js = self.rt.takeover_js
         await retry_forever(
             "watch Services, controllers and Workloads",
             lambda: watch_owners(js, self.objects, self._on_object),
