@@ -1,4 +1,4 @@
-"""A worker's local snapshot of the cache, refreshed incrementally from Redis.
+"""A worker's local snapshot of the cache, refreshed incrementally.
 
 The cache stamps each changed NodeInfo with a new generation; a refresh reads
 only the nodes whose generation moved since the last one (the seeds'
@@ -7,6 +7,14 @@ incarnation of the cache's state (runtime/watermark.py): when the incarnation
 changes (a new leader, a state rebuilt after Redis lost it), the refresh reads
 every node instead, and drops those the new state does not have. While Redis holds
 no cache state at all, the snapshot stays as it is.
+
+Most changes come without reading Redis: the cache publishes each write's node
+changes once it landed (services/cache/feed.py), the worker hands them to `receive`,
+and a refresh first applies those that follow what the snapshot holds (same
+incarnation, no write missed in between), then asks Redis for what is still newer,
+which is then usually nothing. A missed message, a worker just started, or a node
+whose change does not apply to the snapshot's copy of it: Redis has them, and the
+same round trip reads them.
 """
 
 from __future__ import annotations
@@ -32,6 +40,10 @@ from shared.wire import unpack
 PENDING_TTL = 10.0
 
 _NOT_YET = float("inf")
+# Node-change messages kept between refreshes at most; more (a worker that does not
+# refresh) are dropped, and the next refresh reads the changes from Redis instead.
+FEED_LIMIT = 10_000
+GONE, FULL, DELTA = 0, 1, 2  # the feed's entry kinds (services/cache/feed.py)
 
 
 @dataclass
@@ -60,8 +72,15 @@ class Snapshot:
         # What plugins read besides nodes and pods; the owner keeps it current.
         self.objects = objects or ClusterObjects()
         self.nodes: dict[str, NodeInfo] = {}
+        # The cache's generation through which the snapshot holds every change (each
+        # node may be newer: `reload`), and the incarnation of the state it counts in.
         self.generation = 0
-        self.incarnation = 0  # of the cache's state the generation counts in
+        self.incarnation = 0
+        self._feed: list[bytes] = []  # node-change messages not applied yet
+        self._stale: set[str] = set()  # nodes the feed could not bring: read from Redis
+        # Nodes brought by the feed / read from Redis by refreshes (how well it serves).
+        self.fed = 0
+        self.read = 0
         self._list: list[NodeInfo] | None = None
         self._position: dict[str, int] = {}
         self._columns: NodeColumns | None = None
@@ -90,29 +109,92 @@ class Snapshot:
             self._pod_groups_version = version
         return self._pod_groups
 
+    def receive(self, data: bytes) -> None:
+        """A message of the cache's node-change feed (NODE_CHANGES); the next refresh
+        applies it."""
+        if len(self._feed) >= FEED_LIMIT:
+            self._feed.clear()  # the next refresh finds the gap and reads Redis
+        self._feed.append(data)
+
     async def refresh(self) -> int:
         """Apply every change since the last refresh; returns how many nodes changed.
         One at a time: a lane asking while another lane's refresh is out would read the
         same changes again (at start, every node twice)."""
         async with self._refreshing:
+            # Messages read off the socket but not handed to `receive` yet go through
+            # one turn of the loop first: without it, a change read from Redis here
+            # arrives by the feed a moment later, and is dropped there.
+            await asyncio.sleep(0)
+            fed = self._take_feed()
+            self._apply(list(fed.items()))  # now: the generation already counts them
             flat = await self._script(
-                keys=[keys.CACHE_GENERATIONS, keys.CACHE_NODEINFO, keys.state_key("cache")],
-                args=[self.generation, self.incarnation],
+                keys=[
+                    keys.CACHE_GENERATIONS,
+                    keys.CACHE_NODEINFO,
+                    keys.state_key("cache"),
+                    keys.CACHE_GENERATION,
+                ],
+                args=[self.generation, self.incarnation, *sorted(self._stale)],
             )
             incarnation = int(flat[0] or 0)
             if not incarnation:
-                return 0  # Redis lost the cache's state; it is being written again
+                return len(fed)  # Redis lost the cache's state; it is being written again
             changed = []
-            generations = [self.generation]
-            for i in range(1, len(flat), 3):
+            generations = [self.generation, int(flat[1] or 0)]
+            for i in range(2, len(flat), 3):
                 changed.append((flat[i].decode(), flat[i + 2]))
-                generations.append(int(float(flat[i + 1])))
+                generations.append(int(float(flat[i + 1] or 0)))
             if incarnation != self.incarnation:
                 self._start_over(incarnation, changed)
                 generations[0] = 0
             self.generation = max(generations)
-            self._apply(changed)
-            return len(changed)
+            self._stale.clear()
+            self.read += len(changed)
+            self._apply(self._decode_all(changed))
+            return len(fed) + len(changed)
+
+    def _take_feed(self) -> dict[str, NodeInfo | None]:
+        """The nodes the feed's messages change, as they are after them: messages of
+        this incarnation that follow the generation held, in order, until one does
+        not (a message missed: Redis has the rest). Advances the generation."""
+        messages, self._feed = self._feed, []
+        out: dict[str, NodeInfo | None] = {}
+        local: dict[str, list[str]] | None = None
+        for data in messages:
+            msg = unpack(data)
+            if msg["i"] != self.incarnation or msg["g"] <= self.generation:
+                continue  # another incarnation's (the Redis read tells), or held already
+            if msg["p"] > self.generation:
+                break  # a gap
+            for name, generation, kind, *change in msg["n"]:
+                held = out[name] if name in out else self.nodes.get(name)
+                if held is not None and held.generation >= generation:
+                    continue  # the snapshot's copy is newer (read by `reload`)
+                if kind == GONE:
+                    out[name] = None
+                elif kind == FULL:
+                    out[name] = self._decode(name, change[0], held)
+                elif held is None or held.generation != change[0] or name in self._stale:
+                    self._stale.add(name)  # the change is relative to another copy
+                    continue
+                else:
+                    if local is None:
+                        local = self._local_by_node()
+                    # pods assumed here are left out of a change made without them; a
+                    # copy from `out` has none (made by this loop)
+                    mine = local.get(name, ()) if name not in out else ()
+                    out[name] = held.with_changes(generation, change[1], change[2], mine)
+                self._stale.discard(name)
+            self.generation = msg["g"]
+        self.fed += len(out)
+        return out
+
+    def _local_by_node(self) -> dict[str, list[str]]:
+        """Keys of the pods assumed here and not yet seen in a record, by node."""
+        local: dict[str, list[str]] = {}
+        for key, p in self._pending.items():
+            local.setdefault(p.node, []).append(key)
+        return local
 
     def _start_over(self, incarnation: int, changed: list[tuple[str, bytes | str | None]]) -> None:
         """A new incarnation of the cache's state: `changed` is every node it has; the
@@ -128,19 +210,26 @@ class Snapshot:
         """Re-read `names` as committed (a local assumption on them was refused)."""
         ordered = sorted(names)
         records = await redis.hmget(keys.CACHE_NODEINFO, ordered)
-        self._apply(list(zip(ordered, records, strict=True)))
+        self._apply(self._decode_all(list(zip(ordered, records, strict=True))))
 
-    def _apply(self, changed: list[tuple[str, bytes | str | None]]) -> None:
+    def _decode_all(
+        self, changed: list[tuple[str, bytes | str | None]]
+    ) -> list[tuple[str, NodeInfo | None]]:
+        return [
+            (name, self._decode(name, record, self.nodes.get(name)) if record else None)
+            for name, record in changed
+        ]
+
+    def _apply(self, changed: list[tuple[str, NodeInfo | None]]) -> None:
         rebuild = False
         freed = False
         replaced = []
-        for name, record in changed:
+        for name, info in changed:
             old = self.nodes.get(name)
-            if not record:
+            if info is None:
                 self.nodes.pop(name, None)
                 rebuild = rebuild or old is not None
                 continue
-            info = self._decode(name, record, old)
             self.nodes[name] = info
             if old is None or not old.pods.keys() <= info.pods.keys():
                 freed = True

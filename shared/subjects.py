@@ -117,6 +117,9 @@ CACHE_BINDING = "ksched.internal.cache.binding"  # binder -> cache: finish-bindi
 CACHE_PERMIT = "ksched.internal.cache.permit"
 # cache -> every binder (core NATS fan-out): assumed pods whose Permit verdicts changed
 PERMIT_VERDICTS = "ksched.internal.permit.verdicts"
+# cache -> every worker (core NATS fan-out): the node changes of each state write that
+# landed in Redis, applied to the workers' snapshots (services/cache/feed.py)
+NODE_CHANGES = "ksched.internal.nodes.changes"
 
 # Queue groups: only the leader subscribes (runtime/lease.py), but a deposed leader that
 # has not exited yet may still be; a request then goes to one of them (its writes fenced).

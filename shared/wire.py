@@ -53,6 +53,11 @@ def pack_with(item: Mapping[str, Any], field: str, packed: bytes) -> bytes:
     return header(len(rest) + 1) + body + pack(field) + packed
 
 
+class Packed(bytes):
+    """A message body packed already (assembled from parts packed once and kept, such
+    as the queue's pop reply): sent as it is, not packed again."""
+
+
 class TooLarge(ValueError):
     """One item is larger than any message may be."""
 

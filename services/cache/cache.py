@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.cache.nominations import NOMINATION_TTL, Nomination, Nominations
+from services.cache.podstate import ADDED, ASSUMED, PodState
 from shared.api.workload import gang_of_pod
 from shared.framework.columns import NodeColumns
 from shared.framework.cycle_state import CycleState
@@ -49,8 +50,6 @@ from shared.framework.types import ImageStateSummary, NodeInfo, PodInfo
 from shared.framework.waiting_pods import PermitSignal
 from shared.plugins.podtopologyspread.plugin import PodTopologySpread
 
-ASSUMED = "assumed"
-ADDED = "added"
 ASSUMED_POD_TTL = 30.0  # kube-scheduler's durationToExpireAssumedPod, in seconds
 # Plugins whose PreFilter/Filter look only at the node for a pod without pod
 # (anti-)affinity or spread constraints, while no hard default spreading applies and no
@@ -68,64 +67,6 @@ NODE_LOCAL_UNLESS_CONSTRAINED = frozenset(
         "PodTopologySpread",
     }
 )
-
-
-@dataclass
-class PodState:
-    key: str
-    uid: str
-    node: str
-    state: str  # ASSUMED | ADDED
-    pod: PodInfo
-    seq: int = 0
-    binding_finished: bool = False
-    deadline: float | None = None  # expiry of an assumed pod
-    # The cache generation at which the pod was placed on `node` (assumed, or added
-    # without an assumption); confirmations and updates keep it. Sorting by it gives
-    # the serial order in which the cache committed the placements.
-    placed_at: int = 0
-    cycle: int = 0  # the scheduling cycle of the attempt that assumed it
-    allowed: list[str] = field(default_factory=list)  # Permit plugins that allowed it
-    rejected: list[str] | None = None  # [plugin, message] of a Permit rejection
-
-    def to_record(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "uid": self.uid,
-            "node": self.node,
-            "state": self.state,
-            "pod": self.pod.slim_bytes,
-            "seq": self.seq,
-            "finished": self.binding_finished,
-            "deadline": self.deadline,
-            "placed_at": self.placed_at,
-            "cycle": self.cycle,
-            "allowed": self.allowed,
-            "rejected": self.rejected,
-        }
-
-    @classmethod
-    def from_record(cls, rec: dict[str, Any]) -> PodState:
-        return cls(
-            rec["key"],
-            rec["uid"],
-            rec["node"],
-            rec["state"],
-            _pod_of_record(rec["pod"], rec["seq"]),
-            rec["seq"],
-            rec["finished"],
-            rec["deadline"],
-            rec.get("placed_at", 0),
-            rec.get("cycle", 0),
-            list(rec.get("allowed") or []),
-            rec.get("rejected"),
-        )
-
-
-def _pod_of_record(pod: bytes | dict[str, Any], seq: int) -> PodInfo:
-    if isinstance(pod, bytes):
-        return PodInfo.of_slim(pod, seq)
-    return PodInfo.of(pod, seq)  # records written before the pod was stored packed
 
 
 @dataclass
@@ -443,11 +384,12 @@ class Cache:
         return True
 
     def cleanup_expired(self) -> list[str]:
+        """Assumed pods past their deadline go (only assumed pods expire: the walk is
+        over those, not over every pod the cache holds, each second)."""
         now = self.clock()
+        states = [self.pods[key] for key in self.assumed]
         expired = [
-            s
-            for s in self.pods.values()
-            if s.state == ASSUMED and s.deadline is not None and s.deadline <= now
+            s for s in states if s.state == ASSUMED and s.deadline is not None and s.deadline <= now
         ]
         for state in expired:
             self._remove(state)

@@ -20,9 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.cache.cache import ASSUMED, ASSUMED_POD_TTL, Cache, PodState
+from services.cache.cache import ASSUMED_POD_TTL, Cache, PodState
+from services.cache.feed import NodeFeed
 from services.cache.nominations import Nomination
 from services.cache.rebuild import assume_in_flight, unknown_to
+from services.cache.records import NodeRecords
 from shared import keys, stages
 from shared.framework.interface import ClusterObjects
 from shared.framework.profile_map import ProfileMap
@@ -98,11 +100,13 @@ class CacheService:
         # node name -> the node object last written to CACHE_NODES (by identity): a
         # node's record changes with every pod on it, its object rarely
         self._written_nodes: dict[str, Any] = {}
+        self._records = NodeRecords()  # the NodeInfo records, from parts packed once
         self.frameworks = ProfileMap(rt.config, REGISTRY)
         self._set_pod_groups(PodGroups())
         self.state = StateWrites(SERVICE, STATE_KEYS, lambda: rt.js, rt.redis, rt.fenced_writes)
         self.mark = self.state.mark
-        self.flusher = Flusher(lambda: self.state.write(self._changes, self._everything))
+        self.feed = NodeFeed()  # each landed write's node changes, for the workers
+        self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()
         # events come from the watcher's leader only: a deposed one's are refused
         self.watcher_epoch = rt.epoch_floor("watcher")
@@ -115,7 +119,8 @@ class CacheService:
 
     async def run(self) -> None:
         await retry_forever("take the cache's state over", self._take_over)
-        js = self.rt.js
+        # part of the takeover: its requests wait the takeover's 3 s, not 10 s, if unanswered
+        js = self.rt.takeover_js
         await retry_forever(
             "watch Services and controllers", lambda: watch_owners(js, self.objects)
         )
@@ -261,6 +266,7 @@ class CacheService:
     async def _take_over(self) -> None:
         """The state as Redis holds it, or rebuilt from the log when Redis lost it (or
         never held it); written back as a new incarnation before anything is served."""
+        self.feed.reset()
         takeover = await state_at_takeover(self.rt.takeover_js, self.rt.redis, SERVICE)
         requests = await read_in_flight(self.rt.takeover_js)  # before the log: see rebuild.py
         if takeover.lost is None and (await self._restore() or not takeover.first):
@@ -305,6 +311,7 @@ class CacheService:
     def _reset(self) -> None:
         self.cache = Cache(time.time, ttl=self.ttl, objects=self.objects)
         self._written_nodes = {}
+        self._records.clear()
         self._set_pod_groups(PodGroups())
 
     async def _reconcile(self, requests: list[tuple[int, BindRequest]]) -> None:
@@ -335,6 +342,11 @@ class CacheService:
         )
         return relisted.cut
 
+    async def _write(self) -> None:
+        self.feed.drop()
+        await self.state.write(self._changes, self._everything)
+        await self.feed.publish(self.rt.nc, self.mark.incarnation)
+
     def _changes(self, pipe: FencedBatch) -> Callable[[], None] | None:
         nodes, pods = self.cache.take_dirty()
         groups = self.pod_groups.take_dirty()
@@ -342,8 +354,11 @@ class CacheService:
         if not nodes and not pods and not groups and not nominations:
             return None
         written = self._queue_state(pipe, nodes, pods, groups, nominations)
+        gone = {name: written.generations[name] for name in written.nodes_gone}
+        self.feed.stage(self.cache.generation, self.cache.nodes, written.records, gone)
 
         def undo() -> None:  # not written after all
+            self.feed.drop()
             for name in written.raw_nodes:
                 self._written_nodes.pop(name, None)
             self.cache.dirty_nodes |= nodes
@@ -361,6 +376,7 @@ class CacheService:
         groups = set(self.pod_groups.specs) | set(self.pod_groups.members)
         nominations = set(self.cache.nominations.by_key)
         self._queue_state(pipe, set(self.cache.nodes), set(self.cache.pods), groups, nominations)
+        self.feed.stage_whole(self.cache.generation)
         # set, not bumped: a worker's copy of the groups is of an older incarnation
         pipe.set(keys.CACHE_PODGROUPS_VERSION, incarnation_base(self.mark.incarnation))
 
@@ -388,12 +404,13 @@ class CacheService:
             if info is None or info.raw_node is None:
                 w.nodes_gone.append(name)
                 self._written_nodes.pop(name, None)
+                self._records.forget_node(name)
                 w.generations[name] = self.cache.generation if info is None else info.generation
                 continue
             if self._written_nodes.get(name) is not info.raw_node:  # the node object changed
-                w.raw_nodes[name] = pack(info.raw_node)
+                w.raw_nodes[name] = self._records.node(info)
                 self._written_nodes[name] = info.raw_node
-            w.records[name] = pack(info.to_record())
+            w.records[name] = self._records.record(info)
             w.generations[name] = info.generation
         return w
 
@@ -402,6 +419,7 @@ class CacheService:
             state = self.cache.pods.get(key)
             if state is None:
                 w.pods_gone.append(key)
+                self._records.forget_pod(key)
             else:
                 w.pod_records[key] = pack(state.to_record())
 
@@ -426,7 +444,7 @@ class CacheService:
 
     def _update_gauges(self) -> None:
         self.nodes_gauge.set(len(self.cache.schedulable_nodes()))
-        assumed = sum(1 for s in self.cache.pods.values() if s.state == ASSUMED)
+        assumed = len(self.cache.assumed)
         self.pods_gauge.labels("assumed").set(assumed)
         self.pods_gauge.labels("added").set(len(self.cache.pods) - assumed)
 

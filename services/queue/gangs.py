@@ -31,8 +31,9 @@ def observe(members: Members, ev: QueueEvent) -> None:
     elif op == "move" and ev.get("resource") == ASSIGNED_POD:
         raw = ev.get("new") if ev.get("action") == ADD else ev.get("old")
         if raw and ev.get("action") in (ADD, DELETE):
-            key = _key(raw)
-            _set(members, gang_of(raw), key, ev.get("action") == ADD)
+            gang = gang_of(raw)
+            if gang:  # every bound pod comes this way: most belong to no gang
+                _set(members, gang, _key(raw), ev.get("action") == ADD)
 
 
 def _set(members: Members, gang: str, key: str, present: bool) -> None:

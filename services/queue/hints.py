@@ -42,6 +42,7 @@ from shared.framework.runtime import Framework
 from shared.framework.types import NodeInfo, PodInfo
 
 log = logging.getLogger("ksched.queue.hints")
+_UNKNOWN: frozenset[str] = frozenset({"<not computed yet>"})  # interested_plugins' memo
 
 # A plugin that registers no events may be helped by anything (kube's
 # defaultEnqueueExtension, UnrollWildCardResource for the resources ksched knows).
@@ -149,14 +150,16 @@ class QueueingHints:
     def interested_plugins(self, event: ClusterEvent) -> frozenset[str] | None:
         """Plugins (of any profile) registered for the event; None for a wildcard event,
         which concerns every plugin. An empty set: no plugin cares (isEventOfInterest)."""
-        if event not in self._interested:
+        found = self._interested.get(event, _UNKNOWN)
+        if found is _UNKNOWN:
             if is_wildcard(event):
-                self._interested[event] = None
+                found = None
             else:
-                self._interested[event] = frozenset(
+                found = frozenset(
                     r.plugin for p in self._per_profile for r in self._registrations_for(p, event)
                 )
-        return self._interested[event]
+            self._interested[event] = found
+        return found
 
     def is_event_of_interest(self, event: ClusterEvent) -> bool:
         interested = self.interested_plugins(event)

@@ -36,12 +36,15 @@ class EventMoves:
         self.inflight.done(key)
         self._pod_infos.pop(key, None)
 
-    def of_interest(self, event: ClusterEvent) -> bool:
-        return self.hints is None or self.hints.is_event_of_interest(event)
+    def interested(self, event: ClusterEvent) -> frozenset[str] | None:
+        """The plugins registered for the event; None: every plugin (a wildcard event,
+        or no hint map). Empty: the event is of no interest (isEventOfInterest)."""
+        return None if self.hints is None else self.hints.interested_plugins(event)
 
-    def candidates(self, placements: Placements, event: ClusterEvent) -> list[QueuedPodInfo]:
-        """Unschedulable pods rejected by a plugin interested in the event, or by none."""
-        interested = None if self.hints is None else self.hints.interested_plugins(event)
+    def candidates(
+        self, placements: Placements, interested: frozenset[str] | None
+    ) -> list[QueuedPodInfo]:
+        """Unschedulable pods rejected by a plugin `interested` in the event, or by none."""
         return placements.rejected_by_any(interested)
 
     def select(

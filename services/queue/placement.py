@@ -196,7 +196,7 @@ class Placements:
     def _maybe_compact(self, heap_name: str) -> None:
         """Drop stale entries once they outnumber the live ones (amortised O(1))."""
         heap = self._heaps[heap_name]
-        live = sum(self.counts[w] for w in _WHERES_IN_HEAP[heap_name])
+        live = sum(map(self.counts.__getitem__, _WHERES_IN_HEAP[heap_name]))  # every place
         if len(heap) > 2 * live + _COMPACT_SLACK:
             heap[:] = [e for e in heap if self._is_live(e)]
             heapq.heapify(heap)

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
+from shared.wire import pack
+
 # Sub-queues (see queue.py).
 ACTIVE = "active"
 BACKOFF = "backoff"
@@ -47,10 +49,21 @@ class QueuedPodInfo:
     # The stage times of the event that last put the pod in the queue (shared/stages.py),
     # passed on to workers; not persisted (a restored pod has none).
     stamps: dict[str, float] = field(default_factory=dict)
+    # `raw` packed, and the object it was packed from (records.py): a pod is packed once
+    # per version, not at every write of its record and every pop. Not persisted.
+    _packed: bytes = field(default=b"", init=False, repr=False, compare=False)
+    _packed_of: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.raw_seq < 0:
             self.raw_seq = self.seq
+
+    def packed_raw(self) -> bytes:
+        """`raw` packed; packed again only once `raw` is another object (a new version:
+        the queue never changes a pod object in place)."""
+        if self._packed_of is not self.raw:
+            self._packed, self._packed_of = pack(self.raw), self.raw
+        return self._packed
 
     def to_record(self) -> dict[str, Any]:
         """All fields as a msgpack-able dict (raw is shared, not copied)."""
@@ -66,7 +79,9 @@ class QueuedPodInfo:
         return qpi
 
 
-_RECORD_FIELDS = tuple(f.name for f in fields(QueuedPodInfo) if f.name != "stamps")
+_RECORD_FIELDS = tuple(
+    f.name for f in fields(QueuedPodInfo) if f.name != "stamps" and not f.name.startswith("_")
+)
 
 # activeQ's order: the profiles' QueueSort plugin as a key (PrioritySort by default).
 SortKey = Callable[[QueuedPodInfo], tuple[Any, ...]]

@@ -418,18 +418,18 @@ class SchedulingQueue(LapsedAttempts):
 
     def _move(self, ev: ObservedEvent, pre_check: PreCheck | None = None) -> int:
         """movePodsToActiveOrBackoffQueue over the candidates of the event."""
-        if not self._moves.of_interest(ev.event):
+        interested = self._moves.interested(ev.event)  # once: every bound pod brings a move
+        if interested is not None and not interested:
             return 0  # no plugin registered this event: nothing to do, nothing to remember
-        moved = self._move_pods(ev, self._moves.candidates(self._placements, ev.event), pre_check)
-        return moved + self._recheck_gated(ev)
+        candidates = self._moves.candidates(self._placements, interested)
+        moved = self._move_pods(ev, candidates, pre_check)
+        return moved + self._recheck_gated(ev, interested)
 
-    def _recheck_gated(self, ev: ObservedEvent) -> int:
+    def _recheck_gated(self, ev: ObservedEvent, interested: frozenset[str] | None) -> int:
         """kube moves gated pods on cluster events too, and its moveToActiveQ runs their
         PreEnqueue plugins again (a gang's new member, its Workload). Only the gated pods
         whose gating plugin registered the event and whose hint says Queue: with none
         registered (SchedulingGates registers updates only) nothing is scanned."""
-        hints = self._moves.hints
-        interested = None if hints is None else hints.interested_plugins(ev.event)
         if not interested or not self._placements.counts.get(GATED):
             return 0
         gated = [

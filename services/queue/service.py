@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -30,6 +31,7 @@ from services.queue.podinfo import BINDING
 from services.queue.preenqueue import run_pre_enqueue
 from services.queue.queue import QueuedPodInfo, SchedulingQueue
 from services.queue.rebuild import rebuild
+from services.queue.records import pack_record, pop_reply, record_of, wire_pod
 from shared import keys
 from shared.api.events import ClusterObject, SubjectRef
 from shared.api.podgroup import SchedulingPodGroup
@@ -45,7 +47,7 @@ from shared.framework.events import (
 from shared.framework.interface import ClusterEvent, ClusterObjects
 from shared.framework.profile_map import ProfileMap
 from shared.framework.snapshot import ClusterSnapshot
-from shared.messages import NominatedPod, QueuedPod, QueueEvent, Report
+from shared.messages import NominatedPod, QueueEvent, Report
 from shared.plugins import REGISTRY
 from shared.plugins.gangscheduling import NAME as GANG_SCHEDULING
 from shared.relist import read_latest, route_latest
@@ -72,7 +74,7 @@ from shared.subjects import (
     QUEUE_POP,
     QUEUE_REPORT,
 )
-from shared.wire import body_limit, pack, unpack
+from shared.wire import Packed, body_limit
 
 log = logging.getLogger("ksched.queue")
 
@@ -102,11 +104,17 @@ def cluster_event(ev: QueueEvent) -> ClusterEvent:
     resource, action = ev.get("resource"), ev.get("action")
     if resource and action:
         try:
-            action_type(action)
-            return ClusterEvent(resource, action)
+            return _named_event(resource, action)
         except ValueError:
             log.warning("unknown cluster event action %r, moving every pod", action)
     return event_from_label(ev.get("event") or f"{resource}{action}")
+
+
+@functools.lru_cache(maxsize=256)
+def _named_event(resource: str, action: str) -> ClusterEvent:
+    """Checked and built once per name: every bound pod brings a move."""
+    action_type(action)  # raises ValueError (not cached) for an unknown action
+    return ClusterEvent(resource, action)
 
 
 class QueueService:
@@ -160,9 +168,10 @@ class QueueService:
 
     async def run(self) -> None:
         await retry_forever("take the queue over", self._take_over)
-        js = self.rt.js
         if self.gangs_counted:
             await retry_forever("list the gangs' pods", self._list_gang_members)
+        # part of the takeover: its requests wait the takeover's 3 s, not 10 s, if unanswered
+        js = self.rt.takeover_js
         await retry_forever(
             "watch Services, controllers and Workloads",
             lambda: watch_owners(js, self.objects, self._on_object),
@@ -301,7 +310,7 @@ class QueueService:
         else:
             raise ValueError(f"unknown queue op {op!r}")
 
-    async def on_pop(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def on_pop(self, body: dict[str, Any]) -> Packed:
         limit = max(1, min(int(body.get("max", 1)), MAX_POP))
         wait = max(0, min(int(body.get("wait_ms", 0)), MAX_POP_WAIT_MS)) / 1000
         deadline = time.monotonic() + wait
@@ -310,15 +319,18 @@ class QueueService:
             if popped:
                 at = time.time()
                 await self.flusher.flush()
-                return {**self._pop_reply(popped), "popped": at}
+                return self._pop_reply(popped, popped=at)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.stopping.is_set():
                 return self._pop_reply([])
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), remaining)
 
-    def _pop_reply(self, popped: list[QueuedPodInfo]) -> dict[str, Any]:
-        return {"pods": [_wire(p) for p in popped], "nominated_version": self.q.nominator.version}
+    def _pop_reply(self, pods: list[QueuedPodInfo], **rest: float) -> Packed:
+        """{"pods": [QueuedPod, ...], "nominated_version", **rest}, each pod object as
+        packed once for its version (records.py)."""
+        wired = (wire_pod(p, _wire(p)) for p in pods)
+        return pop_reply(wired, len(pods), {"nominated_version": self.q.nominator.version, **rest})
 
     async def on_report(self, body: dict[str, Any]) -> dict[str, int]:
         reports: list[Report] = body["reports"]
@@ -440,7 +452,7 @@ class QueueService:
         records = await redis.hgetall(keys.QUEUE_PODS)
         meta = await redis.hgetall(keys.QUEUE_META)
         self.q = self._new_queue()
-        self.q.restore([unpack(v) for v in records.values()])
+        self.q.restore([record_of(v) for v in records.values()])
         self.q.restore_meta(
             int(meta.get(b"scheduling_cycle", 0)), int(meta.get(b"move_request_cycle", -1))
         )
@@ -470,7 +482,7 @@ class QueueService:
             if qpi is None:
                 gone.append(key)
             else:
-                records[key] = pack(qpi.to_record())
+                records[key] = pack_record(qpi)
         if gone:  # one command per change kind, however many pods changed
             pipe.hdel(keys.QUEUE_PODS, *gone)
         if records:
@@ -497,7 +509,7 @@ class ReplyBudget:
 
     def fits(self, qpi: QueuedPodInfo) -> bool:
         if not qpi.size:
-            qpi.size = len(pack(qpi.raw))
+            qpi.size = len(qpi.packed_raw())
         need = qpi.size + len(qpi.key) + self.PER_POD
         need += sum(len(v) + 8 for v in qpi.victims)  # a preemptor's victims travel with it
         if need > self.left:
@@ -506,12 +518,12 @@ class ReplyBudget:
         return True
 
 
-def _wire(p: QueuedPodInfo) -> QueuedPod:
-    wired: QueuedPod = {
+def _wire(p: QueuedPodInfo) -> dict[str, Any]:
+    """The QueuedPod but for its pod object, which records.wire_pod splices in."""
+    wired: dict[str, Any] = {
         "key": p.key,
         "uid": p.uid,
         "seq": p.seq,
-        "pod": p.raw,
         "attempts": p.attempts,
         "cycle": p.cycle,
         "initial_attempt_ts": p.initial_attempt_timestamp or 0.0,

@@ -23,7 +23,7 @@ from shared.messages import CacheEvent, QueueEvent
 from shared.wire import Chunk, dump_json, item_limit, pack, pack_chunks, pack_with
 
 # An object and its msgpack (shared.api.events.ClusterEvent.packed).
-Packed = tuple[dict[str, Any], bytes]
+PackedObject = tuple[dict[str, Any], bytes]
 
 # Room left in a message beside the largest object: an internal item's own fields, and
 # what ksched adds when it writes the object back (spec.nodeName and the PodScheduled
@@ -73,7 +73,7 @@ class Outbound:
         source: int,
         to_queue: list[QueueEvent],
         to_cache: list[CacheEvent],
-        packed: Packed | None = None,
+        packed: PackedObject | None = None,
     ) -> None:
         """Take one event's items; ValueError (with the reason) if they cannot travel.
         `packed` is the event's object with its packing (ClusterEvent.packed): an item
@@ -99,7 +99,7 @@ class Outbound:
             if _is_assigned_pod_delete(e):
                 self.assigned_pod_deletes += 1
 
-    def _pack_queue_item(self, event: QueueEvent, packed: Packed | None) -> bytes:
+    def _pack_queue_item(self, event: QueueEvent, packed: PackedObject | None) -> bytes:
         data = _pack(event, packed)
         if len(data) > item_limit(self.limit) and event.get("op") == "move":
             # A large node's old and new versions together may not fit where either
@@ -124,7 +124,7 @@ def _chunks(items: list[bytes], limit: int, head: dict[str, Any], through: int) 
     return chunks[:-1] + pack_chunks(tail, "events", limit, last_head)
 
 
-def _pack(item: QueueEvent | CacheEvent, packed: Packed | None) -> bytes:
+def _pack(item: QueueEvent | CacheEvent, packed: PackedObject | None) -> bytes:
     """The item packed, the event's object inside it as packed already."""
     if packed is not None:
         obj, data = packed

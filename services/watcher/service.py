@@ -16,7 +16,7 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from services.watcher.immutables import list_accepted
-from services.watcher.outbound import Outbound, Packed, object_limit, too_large
+from services.watcher.outbound import Outbound, PackedObject, object_limit, too_large
 from services.watcher.takeover import rewind, rewind_point, take_over
 from services.watcher.undo import undo_refused
 from services.watcher.warnings import FieldWarnings
@@ -132,7 +132,7 @@ class Watcher:
 
     def _decode_and_route(
         self, msg: Msg, limit: int, counted: Counter[tuple[str, str]]
-    ) -> tuple[list[QueueEvent], list[CacheEvent], Packed | None] | str:
+    ) -> tuple[list[QueueEvent], list[CacheEvent], PackedObject | None] | str:
         """The event's items for queue and cache (with its object's packing), or the
         reason it is refused."""
         seq = stream_sequence(msg)

@@ -16,6 +16,8 @@ import logging
 import random
 import time
 
+from nats.aio.msg import Msg
+
 from services.worker.attempt import Attempt, queued_report
 from services.worker.commit import Committer
 from services.worker.permit import PermitPhase
@@ -41,7 +43,13 @@ from shared.runtime.rpc import request, request_all
 from shared.runtime.service import Runtime
 from shared.snapshot import Snapshot
 from shared.stages import PICKED, POPPED, Stamps
-from shared.subjects import CACHE_BINDING, QUEUE_NOMINATED, QUEUE_POP, QUEUE_REPORT
+from shared.subjects import (
+    CACHE_BINDING,
+    NODE_CHANGES,
+    QUEUE_NOMINATED,
+    QUEUE_POP,
+    QUEUE_REPORT,
+)
 
 log = logging.getLogger("ksched.worker")
 
@@ -106,6 +114,9 @@ class Worker:
         )
 
     async def run(self) -> None:
+        # The cache's node changes, applied at each refresh (before the first one, so
+        # that only what came before the subscription is read from Redis)
+        await self.rt.nc.subscribe(NODE_CHANGES, cb=self._on_node_changes)
         js = self.rt.js
         await retry_forever(
             "watch PodDisruptionBudgets", lambda: watch_pdbs(js, self.providers.pdbs)
@@ -120,6 +131,9 @@ class Worker:
 
     async def shutdown(self) -> None:
         self.stopping.set()
+
+    async def _on_node_changes(self, msg: Msg) -> None:
+        self.snapshot.receive(msg.data)
 
     async def _lane(self) -> None:
         while not self.stopping.is_set():

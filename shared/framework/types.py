@@ -8,6 +8,7 @@ Filter code that validates an assume is the code that chose the node.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -392,6 +393,30 @@ class NodeInfo:
                 info.add_pod(pod)
         for key in known.keys() - listed:
             info.remove_pod(key)
+        return info
+
+    def with_changes(
+        self, generation: int, added: list[Any], removed: list[str], local: Iterable[str]
+    ) -> NodeInfo:
+        """A copy with a change the cache published (services/cache/feed.py): the pods
+        `removed` gone, the pods `added` ([key, version, packed slim pod], parsed only
+        when new) put in, and the pods `local` (assumed here, not in the cache's state
+        that the change is relative to) left out unless `added` has them."""
+        info = self.clone()
+        info.generation = generation
+        held = {}
+        for key in local:
+            pod = info.pods.get(key)
+            if pod is not None:
+                held[key] = pod
+                info.remove_pod(key)
+        for key in removed:
+            info.remove_pod(key)
+        for key, version, slim in added:
+            current = info.pods.get(key)
+            pod = _reuse(current or held.get(key), version, slim)
+            if pod is not current:
+                info.add_pod(pod)
         return info
 
 

@@ -14,17 +14,23 @@
 -- When one does not hold, the error EXPECTED comes back and nothing at all is written,
 -- not even the epoch (a leader never writes over a state Redis lost). Both checks come
 -- before any write, since a script's error reply undoes nothing. Returns the commands run.
+-- Packed form: ARGV[2] = '+' and ARGV[3] = the commands above (from EXPECT on) as one
+-- msgpack array of strings (cmsgpack reads msgpack's old raw format): a batch of
+-- hundreds of fields costs its sender three arguments, not one per field.
 local newest = tonumber(redis.call('GET', KEYS[1]) or '0')
 local epoch = tonumber(ARGV[1])
 if epoch < newest then
   return redis.error_reply('FENCED stale lease epoch ' .. ARGV[1] .. ' (newest ' .. newest .. ')')
 end
-local i, commands = 2, 0
-if ARGV[i] == 'EXPECT' then
-  local key, n = KEYS[tonumber(ARGV[i + 1])], tonumber(ARGV[i + 3])
+local argv, i, commands = ARGV, 2, 0
+if ARGV[2] == '+' then
+  argv, i = cmsgpack.unpack(ARGV[3]), 1
+end
+if argv[i] == 'EXPECT' then
+  local key, n = KEYS[tonumber(argv[i + 1])], tonumber(argv[i + 3])
   for j = i + 4, i + 3 + n, 2 do
-    if redis.call('HGET', key, ARGV[j]) ~= ARGV[j + 1] then
-      return redis.error_reply('EXPECTED ' .. key .. ' ' .. ARGV[j] .. ' ' .. ARGV[j + 1])
+    if redis.call('HGET', key, argv[j]) ~= argv[j + 1] then
+      return redis.error_reply('EXPECTED ' .. key .. ' ' .. argv[j] .. ' ' .. argv[j + 1])
     end
   end
   i, commands = i + 4 + n, 1
@@ -33,16 +39,16 @@ if epoch > newest then
   redis.call('SET', KEYS[1], ARGV[1])
 end
 local CHUNK = 1000
-while i <= #ARGV do
-  local cmd, key = ARGV[i], KEYS[tonumber(ARGV[i + 1])]
-  local stride, n = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+while i <= #argv do
+  local cmd, key = argv[i], KEYS[tonumber(argv[i + 1])]
+  local stride, n = tonumber(argv[i + 2]), tonumber(argv[i + 3])
   local first, last = i + 4, i + 3 + n
   if stride == 0 or n <= CHUNK then
-    redis.call(cmd, key, unpack(ARGV, first, last))
+    redis.call(cmd, key, unpack(argv, first, last))
   else
     local step = stride * math.floor(CHUNK / stride)
     for s = first, last, step do
-      redis.call(cmd, key, unpack(ARGV, s, math.min(s + step - 1, last)))
+      redis.call(cmd, key, unpack(argv, s, math.min(s + step - 1, last)))
     end
   end
   commands = commands + 1

@@ -15,8 +15,9 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
+from redis.asyncio.connection import SSLConnection
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -56,6 +57,13 @@ def reached_first(urls: list[str], reached: ParseResult | None) -> list[str]:
     return first + rest
 
 
+# A server cut off from this host answers nothing and resets nothing: only unanswered
+# pings tell, after about PING_INTERVAL x MAX_OUTSTANDING_PINGS (4-6 s; nats-py's 2 min x 2
+# and our former 5 s x 3, 15-19 s, left a standby connected to it deaf that long).
+PING_INTERVAL = 2
+MAX_OUTSTANDING_PINGS = 2
+
+
 async def connect_nats(
     urls: list[str], name: str, creds: Credentials | None = None, *, in_order: bool = False
 ) -> NATS:
@@ -82,8 +90,8 @@ async def connect_nats(
                 dont_randomize=in_order,
                 reconnect_time_wait=0.5,
                 connect_timeout=2,
-                ping_interval=5,
-                max_outstanding_pings=3,
+                ping_interval=PING_INTERVAL,
+                max_outstanding_pings=MAX_OUTSTANDING_PINGS,
                 error_cb=on_error,
                 disconnected_cb=on_disconnect,
                 reconnected_cb=on_reconnect,
@@ -111,10 +119,12 @@ def redis_auth(creds: Credentials | None) -> dict[str, Any]:
 # Every command retries through a short outage (a restart, a Sentinel failover: about
 # 2.5 s of backoff, reconnecting each time), then fails to its caller, which retries
 # longer. On a Sentinel primary a reconnect asks the sentinels for the primary again.
+# A primary whose host is cut off answers nothing and resets nothing: the read timeout
+# is what tells, and a command sent just before the cut waits it out (10 s before).
 _COMMANDS: dict[str, Any] = {
     "decode_responses": False,
     "socket_connect_timeout": 2,
-    "socket_timeout": 10,
+    "socket_timeout": 5,
     "health_check_interval": 5,
     "retry_on_error": [RedisConnectionError, RedisTimeoutError],
 }
@@ -149,6 +159,28 @@ class SentinelRedis(aioredis.Redis):
             await pool.sentinel_manager.aclose()
 
 
+class PrimaryConnection(SentinelManagedConnection):
+    """A connection to the primary that asks the Sentinels where it is at every connect.
+
+    redis-py 8's commands reconnect a dropped connection through `connect_check_health`,
+    which its SentinelManagedConnection does not override: the retry of a command that
+    timed out on a silent primary (its host cut off) connected again to that same old
+    address, five times over, and failed after 15-22 s although the Sentinels had named
+    the new primary within 3 s. (`connect`, the other way in, asks them as well: the
+    Sentinels are then asked twice, a local round trip.)"""
+
+    async def connect_check_health(
+        self, check_health: bool = True, retry_socket_connect: bool = True
+    ) -> None:
+        if not self.is_connected and self.connection_pool.is_master:
+            self.host, self.port = await self.connection_pool.get_master_address()
+        await super().connect_check_health(check_health, retry_socket_connect)
+
+
+class PrimarySSLConnection(PrimaryConnection, SSLConnection):
+    pass
+
+
 def _sentinel_primary(target: SentinelURL, creds: Credentials | None) -> aioredis.Redis:
     auth = redis_auth(creds)
     tls: dict[str, Any] = {"ssl": True} if target.tls else {}
@@ -177,10 +209,10 @@ def _sentinel_primary(target: SentinelURL, creds: Credentials | None) -> aioredi
     client: aioredis.Redis = sentinels.master_for(
         target.master,
         redis_class=SentinelRedis,
+        connection_class=PrimarySSLConnection if target.tls else PrimaryConnection,
         db=target.db,
         retry=_retry(),
         **_COMMANDS,
-        **tls,
         **auth,
     )
     return client

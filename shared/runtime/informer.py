@@ -11,6 +11,7 @@ object: its last good version is outdated.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -45,6 +46,10 @@ log = logging.getLogger("ksched.informer")
 
 # How long `start` waits for what the stream held (WaitForCacheSync) before serving anyway.
 SYNC_TIMEOUT_SECONDS = 30.0
+# Consumers that deliver nothing for this long while the stream holds objects for them
+# are taken for lost (made through a server that went silent): `start` fails, and the
+# caller makes them again, rather than waiting out SYNC_TIMEOUT_SECONDS without them.
+STALL_SECONDS = 3.0
 OWNER_PREFIXES = (
     SERVICES_PREFIX,
     REPLICASETS_PREFIX,
@@ -67,31 +72,65 @@ class Informer:
         self.prefixes = prefixes
         self.handler = handler
         self.what = what
+        self._progress = asyncio.Event()  # set by every delivery
 
     async def start(self) -> None:
-        """Subscribe, and return once the objects the stream held are read."""
-        synced = []
-        for prefix in self.prefixes:
-            done = asyncio.Event()
-            info = await self.js.stream_info(CLUSTER_STREAM, subjects_filter=f"{prefix}.>")
-            if not info.state.subjects:
-                done.set()  # nothing to list
-            await self.js.subscribe(
-                f"{prefix}.>",
-                stream=CLUSTER_STREAM,
-                cb=self._callback(done),
-                ordered_consumer=True,
-                deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-            )
-            synced.append(done.wait())
+        """Subscribe, and return once the objects the stream held are read.
+
+        A start that fails takes back the subscriptions it made, so that the caller's
+        retry starts over instead of following a prefix twice for the process's life:
+        a request unanswered (one sent while the stream elects its leader never is: the
+        context's timeout says how long that costs), or consumers that deliver nothing
+        for STALL_SECONDS although the stream holds objects for them."""
+        self._progress = asyncio.Event()
+        synced: list[asyncio.Event] = []
+        subs: list[JetStreamContext.PushSubscription] = []
         try:
-            await asyncio.wait_for(asyncio.gather(*synced), SYNC_TIMEOUT_SECONDS)
-        except TimeoutError:
-            log.warning("%s not all read in %.0f s; going on", self.what, SYNC_TIMEOUT_SECONDS)
+            for prefix in self.prefixes:
+                done = asyncio.Event()
+                info = await self.js.stream_info(CLUSTER_STREAM, subjects_filter=f"{prefix}.>")
+                if not info.state.subjects:
+                    done.set()  # nothing to list
+                sub = await self.js.subscribe(
+                    f"{prefix}.>",
+                    stream=CLUSTER_STREAM,
+                    cb=self._callback(done),
+                    ordered_consumer=True,
+                    deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+                )
+                subs.append(sub)
+                synced.append(done)
+            await self._wait_synced(synced)
+        except BaseException:
+            for sub in subs:
+                with contextlib.suppress(Exception):  # the connection may be gone too
+                    await sub.unsubscribe()
+            raise
+
+    async def _wait_synced(self, synced: list[asyncio.Event]) -> None:
+        """Until every prefix's consumer has delivered what the stream held; past
+        SYNC_TIMEOUT_SECONDS of slow but going deliveries, serve anyway."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SYNC_TIMEOUT_SECONDS
+        while not all(done.is_set() for done in synced):
+            left = deadline - loop.time()
+            if left <= 0:
+                log.warning("%s not all read in %.0f s; going on", self.what, SYNC_TIMEOUT_SECONDS)
+                return
+            self._progress.clear()
+            try:
+                await asyncio.wait_for(self._progress.wait(), min(STALL_SECONDS, left))
+            except TimeoutError:
+                if deadline - loop.time() > 0:
+                    raise TimeoutError(
+                        f"{self.what}: nothing delivered in {STALL_SECONDS:g} s"
+                    ) from None
+        log.info("%s read", self.what)
 
     def _callback(self, synced: asyncio.Event) -> Callable[[Msg], Awaitable[None]]:
         async def on_msg(msg: Msg) -> None:
             self.on_msg(msg)
+            self._progress.set()
             if msg.metadata.num_pending == 0:
                 synced.set()
 

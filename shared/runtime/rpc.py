@@ -13,7 +13,7 @@ from nats.aio.subscription import Subscription
 
 from shared.runtime import progress
 from shared.runtime.progress import Progress
-from shared.wire import Chunk, DecodeError, body_limit, pack, pack_chunks, unpack
+from shared.wire import Chunk, DecodeError, Packed, body_limit, pack, pack_chunks, unpack
 
 log = logging.getLogger("ksched.rpc")
 
@@ -36,6 +36,7 @@ async def serve(
     tracker: Progress | None = None,
 ) -> Subscription:
     """Answer requests on `subject`; a bad request gets an error reply, never a crash.
+    A handler's reply is packed, unless it is Packed already.
 
     `concurrent` runs each request in its own task (needed for long polls);
     otherwise requests are handled one after another in arrival order.
@@ -66,7 +67,7 @@ async def serve(
             reply = {"error": f"{type(err).__name__}: {err}"}
         if msg.reply:
             try:
-                await msg.respond(pack(reply))
+                await msg.respond(reply if isinstance(reply, Packed) else pack(reply))
             except Exception as err:  # requester gone or connection lost: it will retry
                 log.warning("reply on %s failed: %s", subject, err)
 

@@ -19,6 +19,7 @@ while it was cut off (each binding names its binder: Ksched-Bound-By), which mus
 
     python -m shared.tools.chaoshosts                   # every fault, 30 s partition
     python -m shared.tools.chaoshosts --faults partition,kill-host --cut-seconds 10
+    python -m shared.tools.chaoshosts --faults partition --host 1  # the Redis primary's
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class HostsChaosConfig:
     whole_timeout: float = 180.0  # for the hosts to be whole again before a fault
     settle_timeout: float = 180.0
     sentinel: bool = True  # services name the Sentinels (redis+sentinel://), not h1's Redis
+    host: int | None = None  # the host kill-host and partition strike; None: target_host
     seed: int = 7
 
 
@@ -222,8 +224,11 @@ class Run:
         }
 
     def target_host(self) -> int:
-        """The host whose loss hurts most: the most leaders (services and the cluster
-        stream); never the Redis primary while the services name it directly."""
+        """The host given (`--host`), else the one whose loss hurts most: the most
+        leaders (services and the cluster stream); never the Redis primary while the
+        services name it directly."""
+        if self.cfg.host is not None:
+            return self.cfg.host
         primary = None if self.cfg.sentinel else self.hosts.redis_primary()
         leads = {h: 0 for h in self.hosts.net.hosts if h != primary}
         for name in LEADER_ELECTED:
@@ -353,10 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-sentinel", dest="sentinel", action="store_false", help="redis:// of h1's Redis"
     )
+    parser.add_argument(
+        "--host", type=int, default=None, help="the host kill-host and partition strike (1-3)"
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="keep logs here")
     parser.add_argument("--log-level", default=CHAOS_ENV["KSCHED_LOG_LEVEL"], help="services'")
     args = parser.parse_args(argv)
-    given = ("nodes", "rate", "before", "after", "cut_seconds", "sentinel")
+    given = ("nodes", "rate", "before", "after", "cut_seconds", "sentinel", "host")
     faults = tuple(f for f in args.faults.split(",") if f)
     cfg = HostsChaosConfig(faults, **{name: getattr(args, name) for name in given})
     with tempfile.TemporaryDirectory(prefix="ksched-hosts-") as tmp:

@@ -18,10 +18,11 @@ from shared.tools.chaos import CHAOS_ENV
 from shared.tools.chaoshosts import HostsChaosConfig, run_hosts_chaos
 from shared.tools.hosts import Hosts
 from shared.tools.netns import HostNet, clear_leftovers, sh, unavailable_reason
+from tests.conftest import skip_without
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(bool(reason := unavailable_reason()), reason=reason),
+    skip_without(unavailable_reason()),
     pytest.mark.timeout(600),
 ]
 

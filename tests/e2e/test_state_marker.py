@@ -213,3 +213,30 @@ async def test_the_log_lists_its_latest_events_and_the_binds_in_flight(
         (2, "default/c", 3),
         (4, "default/d", 4),
     ]
+
+
+async def test_a_batch_of_many_fields_lands_as_written_one_by_one(
+    redis: aioredis.Redis, elector: LeaderElector
+) -> None:
+    """A batch travels packed (fencing.py, fenced_write.lua's packed form): what lands
+    is what the same commands sent argument by argument give, binary values, numbers
+    and commands past the script's chunk of 1000 arguments included."""
+    records = {f"default/p{i}": bytes([i % 256]) * (i % 300) + b"\x00\xff" for i in range(2500)}
+    small = {"one": b"\x00", "two": 2}
+    batch = elector.batch()
+    batch.hset(PODS, mapping=records)
+    batch.hset("small", mapping=small)
+    batch.hset("meta", mapping={f"f{i}": i * 1.5 if i % 2 else 1 << 40 for i in range(10)})
+    batch.zadd("generations", {f"node-{i}": i for i in range(600)})
+    await batch.execute()
+    assert await redis.hgetall(PODS) == {k.encode(): v for k, v in records.items()}
+    assert await redis.hgetall("small") == {b"one": b"\x00", b"two": b"2"}
+    assert await redis.hget("meta", "f3") == b"4.5"
+    assert await redis.hget("meta", "f4") == str(1 << 40).encode()
+    assert await redis.zscore("generations", "node-599") == 599
+    batch = elector.batch()
+    batch.hdel(PODS, *[f"default/p{i}" for i in range(2400)])
+    await batch.execute()
+    assert sorted(await redis.hkeys(PODS)) == sorted(
+        f"default/p{i}".encode() for i in range(2400, 2500)
+    )

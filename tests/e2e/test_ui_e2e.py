@@ -20,12 +20,12 @@ from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LocalStack
 from shared.tools.synthetic import make_node, make_pod
 from shared.tools.ui.browser import Browser, find_chromium
+from tests.conftest import skip_without
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(
-        find_chromium() is None,
-        reason="no chromium on PATH: apt-get install chromium (.ci/run does it as root)",
+    skip_without(
+        "" if find_chromium() else "no chromium on PATH: apt-get install chromium (.ci/run does it)"
     ),
 ]
 
