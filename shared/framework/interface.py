@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from shared.api.owners import OWNER_MODELS, Controller, Owner, Service
 from shared.api.podgroup import SchedulingPodGroup
-from shared.api.workload import V1ALPHA2, Workload
+from shared.api.workload import V1ALPHA2, V1BETA1, Workload
 from shared.framework.status import Status
 from shared.framework.types import NodeInfo, PodInfo
 
@@ -336,7 +336,7 @@ class ClusterObjects:
             workload = Workload.model_validate(raw)
             self.workloads[workload.key] = workload
             return True
-        if kind == "PodGroup" and raw.get("apiVersion") == V1ALPHA2:
+        if kind == "PodGroup" and raw.get("apiVersion") in (V1ALPHA2, V1BETA1):
             group = SchedulingPodGroup.model_validate(raw)
             self.pod_groups[group.key] = group
             return True

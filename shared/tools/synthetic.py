@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from shared.api.workload import V1BETA1
 from shared.framework.types import LABEL_ZONE
 from shared.podgroups import MIN_AVAILABLE_ANNOTATION, POD_GROUP_LABEL
 
@@ -243,6 +244,35 @@ def make_scheduling_pod_group(
         spec["podGroupTemplateRef"] = {"workload": ref}
     return {
         "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def make_workload_v1beta1(
+    name: str, templates: dict[str, int | None], *, namespace: str = "default"
+) -> dict[str, Any]:
+    """A scheduling.k8s.io/v1beta1 Workload (1.37): pod group template -> gang minCount
+    (None: basic)."""
+    return {**make_workload_v1alpha2(name, templates, namespace=namespace), "apiVersion": V1BETA1}
+
+
+def make_pod_group_v1beta1(
+    name: str,
+    min_count: int | None,
+    *,
+    workload: str = "",
+    template: str = "",
+    namespace: str = "default",
+) -> dict[str, Any]:
+    """A scheduling.k8s.io/v1beta1 PodGroup (1.37) with a gang of `min_count` (None:
+    basic), made from a Workload's template (spec.workloadRef) when `workload` is given."""
+    spec: dict[str, Any] = {"schedulingPolicy": _policy(min_count)}
+    if workload:
+        spec["workloadRef"] = {"workloadName": workload, "templateName": template}
+    return {
+        "apiVersion": V1BETA1,
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
