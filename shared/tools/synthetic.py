@@ -268,15 +268,10 @@ def make_pod_group_v1beta1(
 ) -> dict[str, Any]:
     """A scheduling.k8s.io/v1beta1 PodGroup (1.37) with a gang of `min_count` (None:
     basic), made from a Workload's template (spec.workloadRef) when `workload` is given."""
-    spec: dict[str, Any] = {"schedulingPolicy": _policy(min_count)}
+    group = make_scheduling_pod_group(name, min_count, namespace=namespace)
     if workload:
-        spec["workloadRef"] = {"workloadName": workload, "templateName": template}
-    return {
-        "apiVersion": V1BETA1,
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
+        group["spec"]["workloadRef"] = {"workloadName": workload, "templateName": template}
+    return {**group, "apiVersion": V1BETA1}
 
 
 def _policy(min_count: int | None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from shared.api.events import BadEvent, SubjectRef, decode_cluster_event
+from shared.api.events import SubjectRef
 from shared.api.immutable import ImmutableFields
 from shared.api.podgroup import (
     SchedulingPodGroup,
@@ -30,23 +30,13 @@ from shared.tools.synthetic import (
     make_workload_v1beta1,
 )
 from tests.unit.plugins.test_gangscheduling import GangQueue, in_group
+from tests.unit.test_workload_v1alpha2 import decode, refused
 
 WL = "ksched.cluster.workloads.default.job"
 PG = "ksched.cluster.workloadpodgroups.default.pg"
 GANG = {"gang": {"minCount": 2}}
 LABEL_GRAMMAR = "a lowercase RFC 1123 label must consist of lower case alphanumeric"
 SUBDOMAIN_GRAMMAR = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric"
-
-
-def decode(subject: str, obj: dict[str, Any], etype: str = "ADDED") -> Any:
-    data = json.dumps({"type": etype, "object": obj}).encode()
-    return decode_cluster_event(subject, data, None, 1)
-
-
-def refused(subject: str, obj: dict[str, Any]) -> str:
-    with pytest.raises(BadEvent) as err:
-        decode(subject, obj)
-    return str(err.value)
 
 
 def templates(*items: dict[str, Any], **spec: Any) -> dict[str, Any]:
