@@ -50,8 +50,6 @@ V1ALPHA2 = "scheduling.k8s.io/v1alpha2"
 V1BETA1 = "scheduling.k8s.io/v1beta1"
 MAX_POD_GROUP_RESOURCE_CLAIMS = 4  # v1beta1 MaxPodGroupResourceClaims
 HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000  # the +k8s:maximum of `priority`
-POLICY_UNION = "must specify one of: `basic`, `gang`"
-POLICY_MANY = "exactly one of `basic`, `gang` is required, but multiple fields are set"
 
 
 class GangSchedulingPolicy(K8sModel):
@@ -192,14 +190,12 @@ def _pod_group(
 
 
 def policy_errors(policy: Mapping[str, Any], path: str, least: int = 0) -> Errors:
-    """A PodGroupPolicy (v1alpha1) or PodGroupSchedulingPolicy (v1alpha2): exactly one
+    """A PodGroupPolicy (v1alpha1) or PodGroupSchedulingPolicy (v1alpha2+): exactly one
     of basic and gang; gang.minCount set and at least `least` (v1alpha1 allows any
     non-negative count, v1alpha2's declarative +k8s:minimum=1)."""
-    chosen = [f"`{k}`" for k in ("basic", "gang") if policy.get(k) is not None]
-    if not chosen:
-        return [invalid(path, '""', POLICY_UNION)]
-    if len(chosen) > 1:
-        return [invalid(path, show("{" + ", ".join(chosen) + "}"), POLICY_MANY)]
+    union = union_errors(path, {k: policy.get(k) is not None for k in ("basic", "gang")})
+    if union:
+        return union
     gang = policy.get("gang")
     if not isinstance(gang, Mapping):
         return []
