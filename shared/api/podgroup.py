@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from shared.api.field_checks import Errors, dicts, grammar_errors
 from shared.api.models import K8sModel, ObjectMeta, require_kind
@@ -48,6 +48,7 @@ from shared.api.workload import (
     PodGroupPolicy,
     constraints_errors,
     forbidden_field,
+    int32_or_none,
     policy_errors,
     v1beta1_group_errors,
 )
@@ -90,6 +91,11 @@ class SchedulingPodGroupSpec(K8sModel):
     priority_class_name: str = ""
     priority: int | None = None
     preemption_policy: str | None = None
+
+    @field_validator("priority", mode="before")
+    @classmethod
+    def _int32(cls, value: Any) -> Any:
+        return int32_or_none(value)
 
 
 class SchedulingPodGroup(K8sModel):

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from shared.api.field_checks import Errors, dicts, grammar_errors, label_name_errors
 from shared.api.models import K8sModel, ObjectMeta, Pod, require_kind
@@ -39,6 +39,7 @@ from shared.api.validation import (
     dns1123_label_errors,
     dns1123_subdomain_errors,
     duplicate,
+    int32,
     invalid,
     required,
     show,
@@ -52,8 +53,18 @@ MAX_POD_GROUP_RESOURCE_CLAIMS = 4  # v1beta1 MaxPodGroupResourceClaims
 HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000  # the +k8s:maximum of `priority`
 
 
+def int32_or_none(value: Any) -> Any:
+    """An optional Go int32 field: null stays null, anything else decodes as Go would."""
+    return None if value is None else int32(value)
+
+
 class GangSchedulingPolicy(K8sModel):
     min_count: int = 0
+
+    @field_validator("min_count", mode="before")
+    @classmethod
+    def _int32(cls, value: Any) -> Any:
+        return int32_or_none(value)  # an int32 in the API; null is refused as before
 
 
 class PodGroupPolicy(K8sModel):
@@ -79,6 +90,11 @@ class PodGroupTemplate(K8sModel):
     priority_class_name: str = ""
     priority: int | None = None
     preemption_policy: str | None = None
+
+    @field_validator("priority", mode="before")
+    @classmethod
+    def _int32(cls, value: Any) -> Any:
+        return int32_or_none(value)
 
 
 class TypedLocalObjectReference(K8sModel):
