@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from shared.api.field_checks import Errors, dicts, grammar_errors
 from shared.api.models import K8sModel, ObjectMeta, require_kind
@@ -46,9 +46,9 @@ from shared.api.workload import (
     V1ALPHA2,
     V1BETA1,
     PodGroupPolicy,
+    V1beta1GroupFields,
     constraints_errors,
     forbidden_field,
-    int32_or_none,
     policy_errors,
     v1beta1_group_errors,
 )
@@ -79,23 +79,13 @@ class PodGroupWorkloadReference(K8sModel):
     template_name: str = ""
 
 
-class SchedulingPodGroupSpec(K8sModel):
+class SchedulingPodGroupSpec(V1beta1GroupFields):
     pod_group_template_ref: PodGroupTemplateReference | None = None  # v1alpha2
     scheduling_policy: PodGroupPolicy = Field(default_factory=PodGroupPolicy)
     scheduling_constraints: dict[str, Any] | None = None
     # v1beta1: validated and carried (GangScheduling reads only the policy, as upstream)
     workload_ref: PodGroupWorkloadReference | None = None
     parent_composite_pod_group_name: str | None = None
-    resource_claims: list[dict[str, Any]] = Field(default_factory=list)
-    disruption_mode: dict[str, Any] | None = None
-    priority_class_name: str = ""
-    priority: int | None = None
-    preemption_policy: str | None = None
-
-    @field_validator("priority", mode="before")
-    @classmethod
-    def _int32(cls, value: Any) -> Any:
-        return int32_or_none(value)
 
 
 class SchedulingPodGroup(K8sModel):

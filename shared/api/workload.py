@@ -77,14 +77,11 @@ class WorkloadPodGroup(K8sModel):
     policy: PodGroupPolicy = Field(default_factory=PodGroupPolicy)
 
 
-class PodGroupTemplate(K8sModel):
-    """v1alpha2 and v1beta1: a template the workload controller makes PodGroup objects
-    from. The fields after schedulingConstraints are v1beta1's; ksched validates and
-    carries them (GangScheduling reads only the policy, as upstream's plugin)."""
+class V1beta1GroupFields(K8sModel):
+    """What v1beta1 adds to a pod group template and to a PodGroup's spec. ksched
+    validates and carries them; GangScheduling reads only the policy, as upstream's
+    plugin does."""
 
-    name: str = ""
-    scheduling_policy: PodGroupPolicy = Field(default_factory=PodGroupPolicy)
-    scheduling_constraints: dict[str, Any] | None = None
     resource_claims: list[dict[str, Any]] = Field(default_factory=list)
     disruption_mode: dict[str, Any] | None = None
     priority_class_name: str = ""
@@ -95,6 +92,15 @@ class PodGroupTemplate(K8sModel):
     @classmethod
     def _int32(cls, value: Any) -> Any:
         return int32_or_none(value)
+
+
+class PodGroupTemplate(V1beta1GroupFields):
+    """v1alpha2 and v1beta1: a template the workload controller makes PodGroup objects
+    from."""
+
+    name: str = ""
+    scheduling_policy: PodGroupPolicy = Field(default_factory=PodGroupPolicy)
+    scheduling_constraints: dict[str, Any] | None = None
 
 
 class TypedLocalObjectReference(K8sModel):
