@@ -23,6 +23,7 @@ from shared.tools.client import (
     publish_workload,
     publish_workload_pod_group,
 )
+from shared.tools.devstack import LocalStack
 from shared.tools.synthetic import (
     make_group_pod,
     make_node,
@@ -30,6 +31,7 @@ from shared.tools.synthetic import (
     make_workload_v1beta1,
 )
 from tests.e2e import test_gang_workload as gangs
+from tests.e2e.kills import kill_and_restart
 from tests.e2e.state import eventually
 from tests.e2e.test_binding import unpack_json
 from tests.e2e.test_gang_podgroup import held
@@ -47,9 +49,12 @@ def train_group(min_count: int, **spec: object) -> dict[str, object]:
     return group
 
 
+@pytest.mark.parametrize("watcher_restarted", [False, True])
 async def test_a_v1beta1_gang_waits_for_min_count_and_a_lowered_min_count_lets_it_bind(
-    client: tuple[JetStreamContext, PodTracker],
+    gang_stack: LocalStack, client: tuple[JetStreamContext, PodTracker], watcher_restarted: bool
 ) -> None:
+    """Also with a watcher that took over after the objects were accepted: it judges the
+    updates against the Workload and PodGroup it lists first (v1beta1's rules)."""
     js, tracker = client
     group_subject = workload_pod_group_subject("default", "train")
     refusals = await js.subscribe(f"{ERRORS_PREFIX}.>")
@@ -61,6 +66,8 @@ async def test_a_v1beta1_gang_waits_for_min_count_and_a_lowered_min_count_lets_i
     # 3 pods of a gang of minCount 4: all held at PreEnqueue, none bound
     assert await tracker.wait_until(held(WAITING_FOR_PODS, 3), timeout=30), tracker.pods
     assert not tracker.bound()
+    if watcher_restarted:
+        kill_and_restart(gang_stack, "watcher")
 
     # The Workload's template follows (its minCount may change too: accepted, no refusal)
     await publish_workload(js, make_workload_v1beta1("job", {"workers": 3}), "MODIFIED")
