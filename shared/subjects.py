@@ -16,11 +16,11 @@ NODES_PREFIX = f"{CLUSTER_PREFIX}.nodes"
 PODS_PREFIX = f"{CLUSTER_PREFIX}.pods"
 PDBS_PREFIX = f"{CLUSTER_PREFIX}.pdbs"  # policy/v1 PodDisruptionBudgets, read by workers
 PODGROUPS_PREFIX = f"{CLUSTER_PREFIX}.podgroups"  # scheduling.x-k8s.io PodGroups
-# scheduling.k8s.io Workloads, v1alpha1 or v1alpha2 by apiVersion (the GangScheduling
-# plugin), read by queue and workers
+# scheduling.k8s.io Workloads, v1alpha1, v1alpha2 or v1beta1 by apiVersion (the
+# GangScheduling plugin), read by queue and workers
 WORKLOADS_PREFIX = f"{CLUSTER_PREFIX}.workloads"
-# scheduling.k8s.io/v1alpha2 PodGroups (1.36, GangScheduling), read by queue and workers;
-# a subject of their own, apart from scheduling.x-k8s.io's on PODGROUPS_PREFIX: the same
+# scheduling.k8s.io PodGroups (v1alpha2, v1beta1; GangScheduling), read by queue and
+# workers; a subject of their own, apart from scheduling.x-k8s.io's on PODGROUPS_PREFIX: the same
 # ns/name may exist in both API groups
 WORKLOAD_PODGROUPS_PREFIX = f"{CLUSTER_PREFIX}.workloadpodgroups"
 # scheduling.k8s.io/v1 PriorityClasses (cluster-scoped), read by the watcher's admission

@@ -1,5 +1,5 @@
-"""What a new watcher leader knows of the Workloads and v1alpha2 PodGroups before it
-consumes: their immutable fields as its predecessors accepted them.
+"""What a new watcher leader knows of the Workloads and PodGroups (scheduling.k8s.io, any
+version) before it consumes: their immutable fields as its predecessors accepted them.
 
 The watcher refuses an update that changes an immutable field by comparing it with the
 object it accepted last (shared/api/immutable.py). A leader that takes over resumes

@@ -43,7 +43,7 @@ from shared.api.validation import (
     label_errors,
     show_number,
 )
-from shared.api.workload import V1ALPHA2, Workload, workload_errors
+from shared.api.workload import V1ALPHA2, V1BETA1, Workload, workload_errors
 from shared.subjects import CLUSTER_KINDS, object_of_subject
 from shared.wire import DecodeError, decode_user_payload, pack
 
@@ -203,10 +203,14 @@ def _api_checks(kind: Kind, raw: dict[str, Any], key: TemplateKey | None) -> lis
             raise BadEvent(invalid_message("Workload", name, invalid))
         if raw.get("apiVersion") == V1ALPHA2:
             return unknown_in(raw, "WorkloadV1alpha2")
+        if raw.get("apiVersion") == V1BETA1:
+            return unknown_in(raw, "WorkloadV1beta1")
     if kind == "workloadpodgroup":
         invalid = pod_group_errors(raw)
         if invalid:
             raise BadEvent(invalid_object(POD_GROUP_V1ALPHA2, name, invalid))
+        if raw.get("apiVersion") == V1BETA1:
+            return unknown_in(raw, "PodGroupV1beta1")
     if kind != "pod":
         return unknown_in(raw, _SCHEMA_TYPES[kind])
     invalid, in_spec = _spec_checks(raw.get("spec"), key)

@@ -261,6 +261,30 @@ SCHEDULING = {
     "PodGroupTemplateReference": "workload:WorkloadPodGroupTemplateReference",
     "WorkloadPodGroupTemplateReference": "workloadName podGroupTemplateName",
     "PodGroupStatusV1alpha2": "conditions:[Condition]",
+    # scheduling.k8s.io/v1beta1 Workload and PodGroup (1.37)
+    "WorkloadV1beta1": "...TypeMeta metadata:ObjectMeta spec:WorkloadSpecV1beta1",
+    "WorkloadSpecV1beta1": """controllerRef:TypedLocalObjectReference
+        podGroupTemplates:[PodGroupTemplateV1beta1] compositePodGroupTemplates""",
+    "PodGroupTemplateV1beta1": """name schedulingPolicy:PodGroupPolicy
+        schedulingConstraints:PodGroupSchedulingConstraintsV1beta1
+        resourceClaims:[PodGroupResourceClaim] disruptionMode:DisruptionMode
+        priorityClassName priority preemptionPolicy""",
+    "PodGroupSchedulingConstraintsV1beta1": "topology:[TopologyConstraintV1beta1]",
+    "TopologyConstraintV1beta1": "key",
+    "PodGroupResourceClaim": "name resourceClaimName resourceClaimTemplateName",
+    "DisruptionMode": "single:NoFields all:NoFields",
+    "NoFields": "",  # an empty struct: any field in it is unknown
+    "PodGroupV1beta1": """...TypeMeta metadata:ObjectMeta spec:PodGroupSpecV1beta1
+        status:PodGroupStatusV1beta1""",
+    "PodGroupSpecV1beta1": """parentCompositePodGroupName workloadRef:PodGroupWorkloadReference
+        schedulingPolicy:PodGroupPolicy
+        schedulingConstraints:PodGroupSchedulingConstraintsV1beta1
+        resourceClaims:[PodGroupResourceClaim] disruptionMode:DisruptionMode
+        priorityClassName priority preemptionPolicy""",
+    "PodGroupWorkloadReference": "workloadName templateName",
+    "PodGroupStatusV1beta1": """conditions:[Condition]
+        resourceClaimStatuses:[PodGroupResourceClaimStatus]""",
+    "PodGroupResourceClaimStatus": "name resourceClaimName",
     "PodGroupSpec": "minMember minResources:{} scheduleTimeoutSeconds",
     "PodGroupStatus": "phase occupiedBy scheduled running succeeded failed scheduleStartTime",
     "PodDisruptionBudget": """...TypeMeta metadata:ObjectMeta spec:PodDisruptionBudgetSpec
@@ -391,6 +415,8 @@ TYPES: dict[str, str] = {
 VERSIONED: dict[str, tuple[str, str]] = {
     "WorkloadV1alpha2": ("Workload", "scheduling.k8s.io/v1alpha2"),
     "PodGroupV1alpha2": ("PodGroup", "scheduling.k8s.io/v1alpha2"),
+    "WorkloadV1beta1": ("Workload", "scheduling.k8s.io/v1beta1"),
+    "PodGroupV1beta1": ("PodGroup", "scheduling.k8s.io/v1beta1"),
 }
 ROOT_OF_VERSION = {version: root for root, version in VERSIONED.items()}
 

@@ -84,8 +84,8 @@ NODE = "Node"
 ASSIGNED_POD = "AssignedPod"
 UNSCHEDULED_POD = "UnschedulablePod"
 WORKLOAD = "Workload"  # scheduling.k8s.io Workload (GangScheduling)
-# scheduling.k8s.io/v1alpha2 PodGroup (GangScheduling); not Coscheduling's "PodGroup"
-# (scheduling.x-k8s.io, shared/podgroups.py), whose hints get no object
+# scheduling.k8s.io PodGroup (v1alpha2, v1beta1; GangScheduling); not Coscheduling's
+# "PodGroup" (scheduling.x-k8s.io, shared/podgroups.py), whose hints get no object
 WORKLOAD_POD_GROUP = "PodGroup.scheduling.k8s.io"
 WILDCARD = "*"
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from shared.api.owners import OWNER_MODELS, Controller, Owner, Service
 from shared.api.podgroup import SchedulingPodGroup
-from shared.api.workload import V1ALPHA2, Workload
+from shared.api.workload import V1ALPHA2, V1BETA1, Workload
 from shared.framework.status import Status
 from shared.framework.types import NodeInfo, PodInfo
 
@@ -289,11 +289,11 @@ class ClusterObjects:
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     services: dict[str, dict[str, Service]] = field(default_factory=dict)  # ns -> name ->
     controllers: dict[tuple[str, str, str], Controller] = field(default_factory=dict)
-    # GangScheduling: the Workloads and v1alpha2 PodGroups ("ns/name"), and, in the
-    # queue, the keys of each
-    # gang's existing pods, pending or bound (its PreEnqueue counts them).
+    # GangScheduling: the Workloads and PodGroups (v1alpha2, v1beta1; "ns/name"), and, in
+    # the queue, the keys of each gang's existing pods, pending or bound (its PreEnqueue
+    # counts them).
     workloads: dict[str, Workload] = field(default_factory=dict)
-    pod_groups: dict[str, SchedulingPodGroup] = field(default_factory=dict)  # v1alpha2, "ns/name"
+    pod_groups: dict[str, SchedulingPodGroup] = field(default_factory=dict)  # "ns/name"
     gang_members: dict[str, set[str]] = field(default_factory=dict)
 
     def services_in(self, namespace: str) -> Iterable[Service]:
@@ -336,7 +336,7 @@ class ClusterObjects:
             workload = Workload.model_validate(raw)
             self.workloads[workload.key] = workload
             return True
-        if kind == "PodGroup" and raw.get("apiVersion") == V1ALPHA2:
+        if kind == "PodGroup" and raw.get("apiVersion") in (V1ALPHA2, V1BETA1):
             group = SchedulingPodGroup.model_validate(raw)
             self.pod_groups[group.key] = group
             return True

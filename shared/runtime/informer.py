@@ -56,7 +56,7 @@ OWNER_PREFIXES = (
     STATEFULSETS_PREFIX,
     REPLICATIONCONTROLLERS_PREFIX,
     WORKLOADS_PREFIX,  # not owners: the Workloads GangScheduling reads
-    WORKLOAD_PODGROUPS_PREFIX,  # and its v1alpha2 PodGroups
+    WORKLOAD_PODGROUPS_PREFIX,  # and its PodGroups (v1alpha2, v1beta1)
 )
 _OWNER_KINDS = {kind.lower(): kind for kind in OWNER_MODELS}  # subject kind -> Kind
 
@@ -153,10 +153,11 @@ class Informer:
 
 
 def owners_handler(objects: ClusterObjects) -> Handler:
-    """Keeps `objects`' Services, controllers, Workloads and v1alpha2 PodGroups equal to
-    the stream's. An update that changes a Workload's or PodGroup's immutable fields is
+    """Keeps `objects`' Services, controllers, Workloads and PodGroups equal to the
+    stream's. An update that changes a Workload's or PodGroup's immutable fields is
     not taken: the watcher refuses it and puts the old object back in the stream, and
-    meanwhile this copy keeps the old one too."""
+    meanwhile this copy keeps the old one too. (A v1beta1 gang's new minCount is no
+    such change: shared/api/immutable.py.)"""
     gang_objects: dict[str, dict[str, Any]] = {
         "workload": objects.workloads,
         "workloadpodgroup": objects.pod_groups,

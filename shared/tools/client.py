@@ -62,7 +62,7 @@ async def publish_pod_group(
 async def publish_workload_pod_group(
     js: JetStreamContext, pod_group: dict[str, Any], etype: str = "ADDED"
 ) -> int:
-    """A scheduling.k8s.io/v1alpha2 PodGroup, on its own subject."""
+    """A scheduling.k8s.io PodGroup (v1alpha2, v1beta1), on its own subject."""
     return await _publish_namespaced(js, workload_pod_group_subject, pod_group, etype)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from shared.api.workload import V1ALPHA2, V1BETA1
 from shared.framework.types import LABEL_ZONE
 from shared.podgroups import MIN_AVAILABLE_ANNOTATION, POD_GROUP_LABEL
 
@@ -234,19 +235,36 @@ def make_scheduling_pod_group(
     workload: str = "",
     template: str = "",
     namespace: str = "default",
+    version: str = V1ALPHA2,
 ) -> dict[str, Any]:
-    """A scheduling.k8s.io/v1alpha2 PodGroup with a gang of `min_count` (None: basic),
-    made from a Workload's template when `workload` is given."""
+    """A scheduling.k8s.io PodGroup (v1alpha2, or v1beta1 by `version`) with a gang of
+    `min_count` (None: basic), made from a Workload's template when `workload` is given
+    (v1alpha2's podGroupTemplateRef, v1beta1's workloadRef)."""
     spec: dict[str, Any] = {"schedulingPolicy": _policy(min_count)}
-    if workload:
+    if workload and version == V1BETA1:
+        spec["workloadRef"] = {"workloadName": workload, "templateName": template}
+    elif workload:
         ref = {"workloadName": workload, "podGroupTemplateName": template}
         spec["podGroupTemplateRef"] = {"workload": ref}
     return {
-        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "apiVersion": version,
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
+
+
+def make_workload_v1beta1(
+    name: str, templates: dict[str, int | None], *, namespace: str = "default"
+) -> dict[str, Any]:
+    """A scheduling.k8s.io/v1beta1 Workload (1.37): pod group template -> gang minCount
+    (None: basic)."""
+    return {**make_workload_v1alpha2(name, templates, namespace=namespace), "apiVersion": V1BETA1}
+
+
+def make_pod_group_v1beta1(name: str, min_count: int | None, **kwargs: Any) -> dict[str, Any]:
+    """A scheduling.k8s.io/v1beta1 PodGroup (1.37): make_scheduling_pod_group's."""
+    return make_scheduling_pod_group(name, min_count, version=V1BETA1, **kwargs)
 
 
 def _policy(min_count: int | None) -> dict[str, Any]:

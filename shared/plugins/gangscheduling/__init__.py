@@ -1,6 +1,16 @@
 """GangScheduling: all-or-nothing scheduling of gang pod groups, as kube-scheduler's
 in-tree plugin (pkg/scheduler/framework/plugins/gangscheduling): 1.35's
-scheduling.k8s.io/v1alpha1 Workload (KEP-4671) and 1.36's v1alpha2 PodGroup (KEP-5832).
+scheduling.k8s.io/v1alpha1 Workload (KEP-4671), 1.36's v1alpha2 PodGroup (KEP-5832) and
+1.37's v1beta1 PodGroup (read as v1alpha2's: the policy is at the same place).
+
+In v1beta1 a gang's minCount may change after creation (shared/api/immutable.py): the
+informers of the queue and the workers take the new object, and the next PreEnqueue or
+Permit reads the new count ("may not take effect until the next cycle" upstream: pods
+already waiting at Permit wait on until another member's Permit allows the gang, or
+time out and are tried again). v1beta1's priority, priorityClassName, disruptionMode and
+resourceClaims are validated and carried, not read: upstream's plugin reads only the
+scheduling policy (its pod group priority serves the workload scheduling cycle and
+preemption, which ksched does not have).
 
 Implements: PreEnqueuePlugin, ReservePlugin, PermitPlugin, EnqueueExtensions.
 Upstream it is alpha behind the GangScheduling feature gate, off by default; in ksched
@@ -163,7 +173,9 @@ class GangScheduling(PreEnqueuePlugin, ReservePlugin, PermitPlugin, EnqueueExten
             ClusterEventWithHint(
                 ClusterEvent(WORKLOAD, ADD), self.is_schedulable_after_workload_added
             ),
-            # So may a v1alpha2 PodGroup; its spec is immutable.
+            # So may a PodGroup. Upstream registers PodGroup/Update too (v1beta1's
+            # minCount lowered); ksched's queue reports any change of the object as this
+            # Add event (services/queue), whose hint takes the gang's pods again.
             ClusterEventWithHint(
                 ClusterEvent(WORKLOAD_POD_GROUP, ADD), self.is_schedulable_after_pod_group_added
             ),
