@@ -252,7 +252,8 @@ class Watcher:
                 nonlocal reply
                 reply = await request_packed(self.rt.nc, subject, data, timeout=10)
 
-            await retry_forever(f"deliver to {subject}", send)
+            # stopping: the batch stays unacked, and the successor delivers it
+            await retry_forever(f"deliver to {subject}", send, until=self.stopping)
             for index, reason in reply.get("failed", []):
                 failed.setdefault(sources[offset + index], reason)
             offset += chunk.items

@@ -243,7 +243,14 @@ class Worker:
         # before these pods were popped, and nothing else would bring them back.
         gone = gone or (bool(failed) and await self._freed_since(freed))
         move = event_label(EVENT_ASSIGNED_POD_DELETE) if gone else None
-        await retry_forever("report to queue", lambda: self._report(reports, move), max_delay=1.0)
+        # stopping: unreported attempts lapse at the queue (its attempt lease) and go out
+        # again, as after a crash; retrying them through the shutdown grace helps nobody
+        await retry_forever(
+            "report to queue",
+            lambda: self._report(reports, move),
+            max_delay=1.0,
+            until=self.stopping,
+        )
         per_pod = (time.perf_counter() - start) / max(len(queued), 1)
         self.per_pod_seconds = (
             per_pod if not self.per_pod_seconds else 0.7 * self.per_pod_seconds + 0.3 * per_pod

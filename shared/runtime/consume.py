@@ -214,11 +214,23 @@ async def consume_batches(
     consumer = f"consumer {psub._consumer}"
     handling = f"handling a batch from {consumer}"
     polling = asyncio.create_task(_poll_backlog(psub, tracker, consumer))
+    stopped = asyncio.create_task(stopping.wait())
     feed = PullFeed(psub, batch)
     try:
         while not stopping.is_set():
+            # A stop ends the wait for the next batch at once (nothing is handed over
+            # yet, and what the server sent meanwhile is redelivered unacked), rather
+            # than at the open request's expiry, which took a stopping service's
+            # whole shutdown grace.
+            fetch = asyncio.ensure_future(feed.next_batch())
+            await asyncio.wait({fetch, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if not fetch.done():
+                fetch.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await fetch
+                break
             try:
-                msgs = await feed.next_batch()
+                msgs = fetch.result()
             except Exception as err:
                 log.warning("fetch failed: %s", err)
                 await asyncio.sleep(0.5)
@@ -231,6 +243,7 @@ async def consume_batches(
                     await handle(msgs)
     finally:
         polling.cancel()
+        stopped.cancel()
         tracker.backlog(consumer, 0)
         # Without this, draining the connection waits on the idle pull subscription.
         with contextlib.suppress(Exception):
