@@ -66,12 +66,20 @@ async def test_unschedulable_pod_binds_soon_after_a_fitting_node_appears(
     # well before the 5-minute flush; the bound is loose so that a loaded machine passes.
     assert await tracker.wait_until(lambda t: t.bound().get("default/big") == "large", timeout=60)
     metrics = queue_metrics(stack)
-    for labels in (
-        'event="UnschedulablePodAdd",queue="active"',
-        'event="ScheduleAttemptFailure",queue="unschedulable"',
-        'event="NodeAdd",queue=',  # active or backoff, as the backoff timing fell
-    ):
-        assert f"scheduler_queue_incoming_pods_total{{{labels}" in metrics, labels
+
+    def counted(labels: str) -> bool:
+        return f"scheduler_queue_incoming_pods_total{{{labels}" in metrics
+
+    assert counted('event="UnschedulablePodAdd",queue="active"')
+    # The failed attempt waits in unschedulablePods for the NodeAdd move (active or
+    # backoff, as the backoff timing fell) — unless the worker found the cluster
+    # changed under the attempt (its snapshot lacked a node the cache already had:
+    # kube's move request during the cycle), when it goes to backoffQ and is retried
+    # from there; both happen here, as the timing falls.
+    waited = counted('event="ScheduleAttemptFailure",queue="unschedulable"')
+    backed_off = counted('event="ScheduleAttemptFailure",queue="backoff"')
+    assert waited or backed_off, metrics
+    assert backed_off or counted('event="NodeAdd",queue='), metrics
     assert 'scheduler_pending_pods{queue="unschedulable"} 0.0' in metrics
 
 
