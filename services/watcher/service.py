@@ -21,7 +21,7 @@ from services.watcher.takeover import rewind, rewind_point, take_over
 from services.watcher.undo import undo_refused
 from services.watcher.warnings import FieldWarnings
 from shared.api.events import BadEvent, ClusterEvent, decode_cluster_event
-from shared.api.immutable import ImmutableFields
+from shared.api.immutable import ImmutableFields, immutable_fields
 from shared.api.priority import PriorityClasses, admit_event
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE
 from shared.messages import CacheEvent, QueueEvent
@@ -140,12 +140,15 @@ class Watcher:
             ev = decode_cluster_event(msg.subject, msg.data, msg.headers, seq)
         except BadEvent as err:
             return str(err)
+        key, deleted = ev.obj.metadata.key, ev.type == "DELETED"
+        fields = immutable_fields(ev.kind, ev.raw)  # read once: judged, then remembered
         reason = too_large(msg.data, is_msgpack(msg.headers), ev.raw, limit)
-        reason = reason or immutable_node_name(ev, self.informer) or self._immutable(ev)
+        reason = reason or immutable_node_name(ev, self.informer)
+        reason = reason or self.immutables.refusal(ev.kind, key, ev.raw, deleted, fields)
         reason = reason or self._admit(ev)
         if reason:
             return reason
-        self.immutables.remember(ev.kind, ev.obj.metadata.key, ev.raw, ev.type == "DELETED")
+        self.immutables.remember(ev.kind, key, ev.raw, deleted, fields)
         counted[ev.kind, ev.type] += 1
         warning = self.field_warnings.to_warn(ev)
         if warning:
@@ -156,12 +159,6 @@ class Watcher:
             if item["op"] == "upsert":  # what the pod weighs in a pop reply
                 item["size"] = len(msg.data)
         return to_queue, to_cache, ev.packed
-
-    def _immutable(self, ev: ClusterEvent) -> str | None:
-        """The API server's refusal of an update that changes a Workload's pod groups, a
-        v1alpha2 PodGroup's spec, or which gang a pod is in (shared/api/immutable.py)."""
-        key = ev.obj.metadata.key
-        return self.immutables.refusal(ev.kind, key, ev.raw, ev.type == "DELETED")
 
     def _admit(self, ev: ClusterEvent) -> str | None:
         """PriorityClasses are remembered; a pod goes through Priority admission (its

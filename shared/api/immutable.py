@@ -214,8 +214,16 @@ class ImmutableFields:
 
     seen: dict[tuple[str, str], tuple[str, Fields]] = field(default_factory=dict)
 
-    def refusal(self, kind: str, key: str, raw: Mapping[str, Any], deleted: bool) -> str | None:
-        """Why the event is refused as an update that changes an immutable field, or None."""
+    def refusal(
+        self,
+        kind: str,
+        key: str,
+        raw: Mapping[str, Any],
+        deleted: bool,
+        fields: Fields | None = None,
+    ) -> str | None:
+        """Why the event is refused as an update that changes an immutable field, or None.
+        `fields`: the event's `immutable_fields`, when the caller has them already."""
         old = self.seen.get((kind, key))
         if old is None or deleted:
             return None
@@ -224,15 +232,22 @@ class ImmutableFields:
         uid = str(meta.get("uid") or "")
         if old_uid and uid != old_uid:
             return None  # another object of the same name
-        new_fields = immutable_fields(kind, raw)
+        new_fields = fields if fields is not None else immutable_fields(kind, raw)
         if new_fields is None or new_fields == old_fields:  # the common case: unchanged
             return None
         errors = immutable_errors(kind, old_fields, new_fields)
         return refusal(kind, str(meta.get("name") or ""), errors) if errors else None
 
-    def remember(self, kind: str, key: str, raw: Mapping[str, Any], deleted: bool) -> None:
+    def remember(
+        self,
+        kind: str,
+        key: str,
+        raw: Mapping[str, Any],
+        deleted: bool,
+        fields: Fields | None = None,
+    ) -> None:
         """The event was accepted: it is now the object (or the object is gone)."""
-        fields = immutable_fields(kind, raw)
+        fields = fields if fields is not None else immutable_fields(kind, raw)
         if fields is None:
             return
         if deleted:
