@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
-import os
 import time
 from typing import Any, cast
 
@@ -39,6 +38,7 @@ from shared.subjects import (
     QUEUE_POP,
     QUEUE_REPORT,
 )
+from shared.tools.bench.resources import parse_stat_cpu
 from shared.tools.devstack import LocalStack, temporary_stack
 from shared.tools.synthetic import make_node, make_pod
 
@@ -47,10 +47,9 @@ WARM_PODS = 600
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process."""
+    """utime + stime of a process (the bench's /proc reader)."""
     with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return parse_stat_cpu(f.read())
 
 
 def bound(pod: dict[str, Any], node: str) -> dict[str, Any]:
