@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.tools.bench.costmodel import Costs, best, ceiling, plan
+from shared.tools.bench.costmodel import Costs, best, ceiling, curve, plan, text_chart
 
 # watcher, queue, cache, binder, nats; worker fixed and per worker; redis fixed and per worker
 COSTS = Costs(0.2, 0.1, 0.1, 0.1, 0.1, 0.5, 0.1, 0.05, 0.01)
@@ -33,3 +33,14 @@ def test_the_best_plan_fits_the_cores_and_the_next_step_does_not() -> None:
     assert p is not None and p.cores <= 8
     after = plan(COSTS, p.rate + 100)
     assert after is None or after.cores > 8
+
+
+def test_the_curve_grows_with_machines_until_the_refresh_ceiling() -> None:
+    rates = curve(COSTS, [1, 2, 4, 1000], cores_per_machine=8)
+    assert rates[0] < rates[1] < rates[2]
+    assert rates[3] < ceiling(COSTS)  # machines never pass the refresh term's wall
+
+
+def test_the_text_chart_draws_bars_in_proportion() -> None:
+    chart = text_chart("x", [1, 2], [500.0, 1000.0], width=10).splitlines()
+    assert chart[1].count("#") == 5 and chart[2].count("#") == 10

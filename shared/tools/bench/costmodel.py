@@ -2,7 +2,8 @@
 
 Pure arithmetic over figures measured with `ksched bench`, `bench-cycle --adaptive`
 and `python -m shared.tools.bench.limits` (docs/scale.md gives each command and
-run). `python -m shared.tools.bench.costmodel` prints the projection table.
+run). `python -m shared.tools.bench.costmodel` prints the projection table and a
+text chart of it; `--chart FILE.png` draws the same curves (matplotlib, not kept in git).
 
 The model (every cost in ms of CPU per pod):
 - a worker costs `worker_fixed(nodes) + worker_per_worker * W`: every worker applies
@@ -17,8 +18,11 @@ The model (every cost in ms of CPU per pod):
 
 from __future__ import annotations
 
+import argparse
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -116,9 +120,13 @@ def at_100k(costs: Costs) -> Costs:
     return replace(costs, worker_fixed=costs.worker_fixed + CYCLE_GROWTH_TO_100K)
 
 
-def main() -> int:
-    cores_per_machine = 8
-    for label, costs in (
+CORES_PER_MACHINE = 8
+MACHINES = (1, 2, 3, 5, 7, 10, 15, 20)
+
+
+def scenarios() -> list[tuple[str, Costs]]:
+    """The projections docs/scale.md quotes: as measured, and what its targets need."""
+    return [
         ("5000 nodes, as measured", MEASURED_5000),
         ("100 000 nodes, as measured", at_100k(MEASURED_5000)),
         (
@@ -129,11 +137,66 @@ def main() -> int:
                 )
             ),
         ),
-    ):
+    ]
+
+
+def curve(costs: Costs, machines: Sequence[int], cores_per_machine: int) -> list[float]:
+    """Pods/s the best plan reaches on each number of machines (0: none fits)."""
+    rates = []
+    for count in machines:
+        p = best(costs, count * cores_per_machine)
+        rates.append(p.rate if p else 0.0)
+    return rates
+
+
+def text_chart(label: str, machines: Sequence[int], rates: Sequence[float], width: int = 50) -> str:
+    """One bar per machine count, scaled to the largest rate (for terminals and docs)."""
+    top = max(rates, default=0.0) or 1.0
+    lines = [label]
+    for count, rate in zip(machines, rates, strict=True):
+        bar = "#" * round(width * rate / top)
+        lines.append(f"  {count:3d} machines |{bar:<{width}}| {rate:7.0f} pods/s")
+    return "\n".join(lines)
+
+
+def draw(path: Path, machines: Sequence[int], curves: Sequence[tuple[str, list[float]]]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for label, rates in curves:
+        ax.plot(list(machines), rates, marker="o", label=label)
+    ax.axhline(20_000, color="red", linestyle="--", label="issue 21's target (10 machines)")
+    ax.set(
+        xlabel=f"machines ({CORES_PER_MACHINE} cores each)",
+        ylabel="SchedulingBasic pods/s (upper bound)",
+        title="ksched cost model: projected pods/s against machines",
+    )
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shared.tools.bench.costmodel")
+    parser.add_argument("--chart", type=Path, help="also draw the curves into this PNG file")
+    args = parser.parse_args(argv)
+    curves = []
+    for label, costs in scenarios():
         print(f"{label}: no number of workers passes {ceiling(costs):.0f} pods/s")
         for machines in (1, 2, 5, 10):
-            p = best(costs, machines * cores_per_machine)
-            print(f"  {machines:2d} x {cores_per_machine} cores: {p.line() if p else 'nothing'}")
+            p = best(costs, machines * CORES_PER_MACHINE)
+            print(f"  {machines:2d} x {CORES_PER_MACHINE} cores: {p.line() if p else 'nothing'}")
+        curves.append((label, curve(costs, MACHINES, CORES_PER_MACHINE)))
+    for label, rates in curves:
+        print(text_chart(label, MACHINES, rates))
+    if args.chart:
+        print(f"chart: {draw(args.chart, MACHINES, curves)}")
     return 0
 
 
