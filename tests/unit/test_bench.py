@@ -213,8 +213,10 @@ def test_a_new_run_removes_the_previous_runs_files(tmp_path: Path) -> None:
 
 
 def test_preemption_workloads_report_victims_per_bound_preemptor() -> None:
-    preempting = _result(workload="PreemptionAsync", preemptors_bound=50, victims=150)
-    assert preempting.victims_per_bound == 3.0
+    preempting = _result(
+        workload="PreemptionAsync", preemptors_bound=50, victims=170, victims_of_bound=150
+    )
+    assert preempting.victims_per_bound == 3.0  # the bound preemptors' victims only
     assert preempting.as_json()["victims_per_bound"] == 3.0
     assert table([preempting]).splitlines()[-1].endswith("3.00")
     assert _result().victims_per_bound is None  # no preemption in the workload

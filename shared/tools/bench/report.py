@@ -100,18 +100,23 @@ def resource_table(results: Sequence[BenchResult]) -> str:
 
 
 def churn_lines(results: Sequence[BenchResult]) -> list[str]:
-    """The churn's own pods (for PreemptionAsync the preemptors' rate, the second figure)
-    and the measured pods that preemptors evicted after their binding."""
+    """The churn's own pods (for PreemptionAsync the preemptors' rate, the second figure),
+    the measured pods that preemptors evicted after their binding, and the victims."""
     lines = []
     for r in results:
-        if not r.churn:
-            continue
-        c = r.churn
-        lines.append(
-            f"{r.workload}: churn created {c['created']:.0f} pods, {c['bound']:.0f} bound by the "
-            f"last measured binding ({c['bound_per_s']:.1f}/s); {r.preempted} measured pods "
-            f"preempted after their binding"
-        )
+        if r.churn:
+            c = r.churn
+            lines.append(
+                f"{r.workload}: churn created {c['created']:.0f} pods, {c['bound']:.0f} bound by "
+                f"the last measured binding ({c['bound_per_s']:.1f}/s); {r.preempted} measured "
+                f"pods preempted after their binding"
+            )
+        if r.victims is not None:
+            lines.append(
+                f"{r.workload}: {r.victims} victims, {r.victims_of_bound} of them evicted by "
+                f"the {r.preemptors_bound} preemptors bound (the rest by preemptors still "
+                f"unbound at the end)"
+            )
     return lines
 
 

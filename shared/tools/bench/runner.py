@@ -37,6 +37,7 @@ from shared.tools.bench.latency import percentiles, pod_stages, stage_table
 from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
 from shared.tools.bench.profile import Profiler
 from shared.tools.bench.resources import cpu_delta, peak_rss, usages
+from shared.tools.bench.victims import read_preemptions, victims_of_bound
 from shared.tools.bench.workloads import Churn, Obj, Size, Workload
 from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod
 from shared.tools.devstack import LocalStack
@@ -77,9 +78,12 @@ class BenchResult:
     # the churn's pods over the measured phase: created, bound, bound_per_s
     churn: dict[str, float] = field(default_factory=dict)
     # Pods deleted as preemption victims, for the workloads whose pods preempt (None for
-    # the others), and the preemptors bound: per bound preemptor, more than the minimum
-    # means a worker gave a nominated pod's room away and the preemptor preempted again.
+    # the others): all of them, and those whose Preempted Event names a preemptor bound
+    # by the run's end (victims.py), and the preemptors bound. Per bound preemptor, more
+    # than the minimum means a worker gave a nominated pod's room away and the preemptor
+    # preempted again.
     victims: int | None = None
+    victims_of_bound: int = 0
     preemptors_bound: int = 0
     # Redis commands and stream writes per bound measured pod (traffic.py)
     ops_per_pod: dict[str, float] = field(default_factory=dict)
@@ -103,10 +107,12 @@ class BenchResult:
 
     @property
     def victims_per_bound(self) -> float | None:
-        """Victims per bound preemptor (issue 22 item 5: with N workers as with one)."""
+        """Victims of the bound preemptors per bound preemptor (issue 22 item 5: with N
+        workers as with one); victims of preemptors still unbound at the end are not
+        theirs."""
         if self.victims is None:
             return None
-        return self.victims / self.preemptors_bound if self.preemptors_bound else 0.0
+        return self.victims_of_bound / self.preemptors_bound if self.preemptors_bound else 0.0
 
     @property
     def conflict_rate(self) -> float:
@@ -214,10 +220,18 @@ class Driver:
         """The churn's pods created and bound by the last measured binding, and their rate."""
         end = start + seconds
         created = [k for k, sent in self.churn_pods if sent <= end]
-        views = [self.tracker.pods.get(k) for k in created]
-        bound = sum(1 for v in views if v is not None and 0 < v.bound_at <= end)
+        bound = len(self.churn_bound(start, seconds))
         rate = bound / seconds if seconds > 0 else 0.0
         return {"created": float(len(created)), "bound": float(bound), "bound_per_s": rate}
+
+    def churn_bound(self, start: float, seconds: float) -> list[str]:
+        """The churn's pods created and bound by the last measured binding."""
+        end, pods = start + seconds, self.tracker.pods
+        return [
+            k
+            for k, sent in self.churn_pods
+            if sent <= end and k in pods and 0 < pods[k].bound_at <= end
+        ]
 
     def stages(self, keys_: list[str]) -> dict[str, dict[str, float]]:
         """The stage table of pods published on schedule: from the wall clock before the
@@ -360,6 +374,7 @@ async def _measure(
             await _settle_alive(driver.tracker, redis, keys_, driver.timeout)
         seconds = max(driver.tracker.pods[k].bound_at for k in keys_) - start
         churn = driver.churn_figures(start, seconds) if workload.churn else {}
+        preemptors = _preemptors(driver, keys_, start, seconds)
         usage1 = usages(pids)
         ops1 = await traffic.snapshot(redis, js)
         for line in await asyncio.to_thread(profiler.stop) if profiler else []:
@@ -393,6 +408,13 @@ async def _measure(
     )
     result.ops_per_pod = traffic.per_pod(ops0, ops1, result.bound)
     result.paced_stages = paced_stages
+    if preemptors is not None:
+        # read once the run is over: every victim's Event is in the stream by now
+        preemptions = await read_preemptions(js)
+        uids = {k: str((driver.pods[k].get("metadata") or {}).get("uid", "")) for k in preemptors}
+        result.victims = _victims(driver)
+        result.preemptors_bound = len(preemptors)
+        result.victims_of_bound = victims_of_bound(preemptions, uids, preemptors)
     return result
 
 
@@ -457,22 +479,18 @@ def _result(
         paced=paced,
         preempted=sum(1 for v in views if v.bound_at and v.deleted),
         churn=churn,
-        **_preemption(driver, views, churn),
     )
 
 
-def _preemption(driver: Driver, views: list[Any], churn: dict[str, float]) -> dict[str, Any]:
-    """Victims and bound preemptors, where the workload's pods preempt: its measured pods
-    (PreemptionBasic) or the pods its churn creates (PreemptionAsync, Unschedulable)."""
+def _preemptors(driver: Driver, keys_: list[str], start: float, seconds: float) -> list[str] | None:
+    """The bound preemptors, where the workload's pods preempt: its measured pods
+    (PreemptionBasic) or the pods its churn creates (PreemptionAsync); None elsewhere."""
     workload = driver.workload
     if workload.measured_bind_late:
-        return {
-            "victims": _victims(driver),
-            "preemptors_bound": sum(1 for v in views if v.bound_at),
-        }
+        return [k for k in keys_ if driver.tracker.pods[k].bound_at]
     if workload.churn is not None and workload.churn.mode == "create":
-        return {"victims": _victims(driver), "preemptors_bound": int(churn.get("bound", 0))}
-    return {}
+        return driver.churn_bound(start, seconds)
+    return None
 
 
 def _victims(driver: Driver) -> int:
