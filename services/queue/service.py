@@ -293,7 +293,8 @@ class QueueService:
             self._apply_event(ev)
 
     def _apply_event(self, ev: QueueEvent) -> None:
-        gangs.observe(self.objects.gang_members, ev)  # before: PreEnqueue counts the pod
+        if self.gangs_counted:  # only GangScheduling reads them (read gang_of 2x a pod)
+            gangs.observe(self.objects.gang_members, ev)  # before: PreEnqueue counts the pod
         op = ev["op"]
         if op == "upsert":
             self.q.add(ev["key"], ev.get("uid", ""), ev["pod"], ev["seq"])
