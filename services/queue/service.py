@@ -293,7 +293,8 @@ class QueueService:
             self._apply_event(ev)
 
     def _apply_event(self, ev: QueueEvent) -> None:
-        gangs.observe(self.objects.gang_members, ev)  # before: PreEnqueue counts the pod
+        if self.gangs_counted:  # only GangScheduling reads them (read gang_of 2x a pod)
+            gangs.observe(self.objects.gang_members, ev)  # before: PreEnqueue counts the pod
         op = ev["op"]
         if op == "upsert":
             self.q.add(ev["key"], ev.get("uid", ""), ev["pod"], ev["seq"])
@@ -311,37 +312,51 @@ class QueueService:
             raise ValueError(f"unknown queue op {op!r}")
 
     async def on_pop(self, body: dict[str, Any]) -> Packed:
+        """A batch of pods, long-polled. The worker's reports of its last batch may ride
+        on it: applied first (before an await, so in arrival order), and answered, like
+        QUEUE_REPORT, only once written; a worker whose pop goes unanswered sends them
+        again with its next pop (applying a report twice changes nothing)."""
         limit = max(1, min(int(body.get("max", 1)), MAX_POP))
         wait = max(0, min(int(body.get("wait_ms", 0)), MAX_POP_WAIT_MS)) / 1000
         deadline = time.monotonic() + wait
+        reported = "reports" in body
+        if reported:
+            accepted, failed = self._apply_reports(body)
+            extra: dict[str, Any] = {"accepted": accepted, "failed": failed}
         while True:
             popped = self.q.pop(limit, ReplyBudget(body_limit(self.rt.nc.max_payload)).fits)
             if popped:
                 at = time.time()
                 await self.flusher.flush()
-                return self._pop_reply(popped, popped=at)
+                return self._pop_reply(popped, popped=at, **(extra if reported else {}))
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.stopping.is_set():
-                return self._pop_reply([])
+                if reported:
+                    await self.flusher.flush()
+                return self._pop_reply([], **(extra if reported else {}))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), remaining)
 
-    def _pop_reply(self, pods: list[QueuedPodInfo], **rest: float) -> Packed:
+    def _pop_reply(self, pods: list[QueuedPodInfo], **rest: Any) -> Packed:
         """{"pods": [QueuedPod, ...], "nominated_version", **rest}, each pod object as
         packed once for its version (records.py)."""
         wired = (wire_pod(p, _wire(p)) for p in pods)
         return pop_reply(wired, len(pods), {"nominated_version": self.q.nominator.version, **rest})
 
-    async def on_report(self, body: dict[str, Any]) -> dict[str, int]:
+    async def on_report(self, body: dict[str, Any]) -> dict[str, Any]:
+        accepted, failed = self._apply_reports(body)
+        await self.flusher.flush()
+        return {"accepted": accepted, "failed": failed}
+
+    def _apply_reports(self, body: dict[str, Any]) -> tuple[int, list[list[Any]]]:
+        """{"reports": [Report, ...], "move": label}: the reports, then the move; how
+        many were accepted (not stale), and [index, reason] of those that raised."""
         reports: list[Report] = body["reports"]
-        accepted = 0
-        for rep in reports:
-            accepted += self._apply_report(rep)
+        applied, failed = apply_each(reports, self._apply_report)
         if body.get("move"):
             self.q.move_all_to_active_or_backoff(body["move"])
         self._notify()
-        await self.flusher.flush()
-        return {"accepted": accepted}
+        return sum(applied), failed
 
     def _apply_report(self, rep: Report) -> bool:
         key, cycle, outcome = rep["key"], rep["cycle"], rep["outcome"]

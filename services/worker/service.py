@@ -21,6 +21,7 @@ from nats.aio.msg import Msg
 from services.worker.attempt import Attempt, queued_report
 from services.worker.commit import Committer
 from services.worker.permit import PermitPhase
+from services.worker.pops import Outcomes, Pops, report
 from services.worker.preempt import PreemptionPhase, watch_pdbs
 from services.worker.whatif import WhatIf
 from shared.api.podstatus import scheduler_name, with_nominated_node
@@ -38,8 +39,8 @@ from shared.runtime import failpoints, metrics
 from shared.runtime.failures import Failure, record_failure
 from shared.runtime.framework_metrics import record_frameworks
 from shared.runtime.informer import watch_owners
-from shared.runtime.retry import retry_forever
-from shared.runtime.rpc import request, request_all
+from shared.runtime.retry import Stopped, retry_forever
+from shared.runtime.rpc import request
 from shared.runtime.service import Runtime
 from shared.snapshot import Snapshot
 from shared.stages import PICKED, POPPED, Stamps
@@ -47,8 +48,6 @@ from shared.subjects import (
     CACHE_BINDING,
     NODE_CHANGES,
     QUEUE_NOMINATED,
-    QUEUE_POP,
-    QUEUE_REPORT,
 )
 
 log = logging.getLogger("ksched.worker")
@@ -136,14 +135,10 @@ class Worker:
         self.snapshot.receive(msg.data)
 
     async def _lane(self) -> None:
+        pops = Pops(self.rt.nc, timeout=POP_WAIT_MS / 1000 + 5)
         while not self.stopping.is_set():
             try:
-                reply = await request(
-                    self.rt.nc,
-                    QUEUE_POP,
-                    {"max": batch_size(self.per_pod_seconds), "wait_ms": POP_WAIT_MS},
-                    timeout=POP_WAIT_MS / 1000 + 5,
-                )
+                reply = await pops.pop(batch_size(self.per_pod_seconds), POP_WAIT_MS)
             except Exception as err:
                 log.warning("pop failed: %s", err)
                 await asyncio.sleep(0.5)
@@ -156,13 +151,26 @@ class Worker:
             else:
                 try:
                     stamps = {POPPED: reply.get(POPPED, picked), PICKED: picked}
-                    await self.schedule_batch(reply["pods"], stamps)
+                    pops.carry(await self.schedule_batch(reply["pods"], stamps))
                 except Exception:
                     # A batch that fails midway (NATS or Redis busy or away) is not the
                     # end of the worker: the queue hands its pods out again once their
                     # lease lapses, and the cache forgets what was never bound.
                     log.exception("batch of %d pods failed", len(reply["pods"]))
                     await asyncio.sleep(0.5)
+        # stopping: unreported attempts lapse at the queue (its attempt lease) and go out
+        # again, as after a crash; retrying them through the shutdown grace helps nobody
+        unreported = pops.unreported
+        if unreported.reports:
+            try:
+                await retry_forever(
+                    "report to queue",
+                    lambda: report(self.rt.nc, unreported),
+                    max_delay=1.0,
+                    until=self.stopping,
+                )
+            except Stopped as err:
+                log.warning("reports given up while stopping: %s", err)
 
     async def _idle_refresh(self) -> None:
         """Keep the snapshot warm while there is nothing to schedule, so that the next
@@ -211,8 +219,11 @@ class Worker:
                 return version, pods
         raise RuntimeError("the nominated pods kept changing while listed")
 
-    async def schedule_batch(self, queued: list[QueuedPod], stamps: Stamps | None = None) -> None:
-        """`stamps`: the batch's stage times so far, carried on to the bindings."""
+    async def schedule_batch(
+        self, queued: list[QueuedPod], stamps: Stamps | None = None
+    ) -> Outcomes:
+        """`stamps`: the batch's stage times so far, carried on to the bindings. The
+        reports, for the queue: they ride on the lane's next pop (`_pop`)."""
         start = time.perf_counter()
         await self.snapshot.refresh()
         freed = self.snapshot.freed
@@ -243,14 +254,6 @@ class Worker:
         # before these pods were popped, and nothing else would bring them back.
         gone = gone or (bool(failed) and await self._freed_since(freed))
         move = event_label(EVENT_ASSIGNED_POD_DELETE) if gone else None
-        # stopping: unreported attempts lapse at the queue (its attempt lease) and go out
-        # again, as after a crash; retrying them through the shutdown grace helps nobody
-        await retry_forever(
-            "report to queue",
-            lambda: self._report(reports, move),
-            max_delay=1.0,
-            until=self.stopping,
-        )
         per_pod = (time.perf_counter() - start) / max(len(queued), 1)
         self.per_pod_seconds = (
             per_pod if not self.per_pod_seconds else 0.7 * self.per_pod_seconds + 0.3 * per_pod
@@ -259,6 +262,7 @@ class Worker:
         for rep in reports:  # kube's result label: scheduled, unschedulable, error
             result = "scheduled" if rep["outcome"] == "assumed" else rep["outcome"]
             self.duration.labels(result, profiles.get(rep["key"], "")).observe(per_pod)
+        return Outcomes(reports, move)
 
     async def _freed_since(self, freed: int) -> bool:
         """Whether the cache freed room since the snapshot showed `freed` refreshes with
@@ -413,8 +417,3 @@ class Worker:
             extra={"pod": a.pod.key, "cycle": a.qp["cycle"]},
         )
         return rep
-
-    async def _report(self, reports: list[Report], move: str | None = None) -> None:
-        if reports:
-            head = {"move": move} if move else None
-            await request_all(self.rt.nc, QUEUE_REPORT, reports, "reports", head, timeout=10)

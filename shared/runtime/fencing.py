@@ -11,6 +11,7 @@ wipe) has the current epoch back within a retry period, or sooner.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 from importlib.resources import files
 from itertools import chain
@@ -18,6 +19,7 @@ from typing import Any
 
 import msgpack
 import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
 from redis.exceptions import ResponseError
 
 from shared import keys
@@ -31,10 +33,22 @@ class Fenced(RuntimeError):
     """A newer leader exists: this process's writes are refused."""
 
 
+# The script object of each client, made once: register_script hashes the script's text
+# (SHA-1 of 3 kB) and builds the object again at every call, once per request served.
+_SCRIPTS: weakref.WeakKeyDictionary[aioredis.Redis, AsyncScript] = weakref.WeakKeyDictionary()
+
+
+def _script(redis: aioredis.Redis) -> AsyncScript:
+    script = _SCRIPTS.get(redis)
+    if script is None:
+        script = _SCRIPTS[redis] = redis.register_script(_FENCED_WRITE)
+    return script
+
+
 async def _fenced_write(redis: aioredis.Redis, keys_: list[str], args: list[Any]) -> None:
     """One fenced_write call; Fenced when Redis has seen a newer epoch."""
     try:
-        await redis.register_script(_FENCED_WRITE)(keys=keys_, args=args)
+        await _script(redis)(keys=keys_, args=args)
     except ResponseError as err:
         if "FENCED" not in str(err):
             raise

@@ -3,8 +3,9 @@
 `python -m shared.tools.bench.singletons queue|cache [--pods N] [--batch B]` starts
 nats-server, redis-server and the one service (a process, as deployed) and plays the
 other services' part over NATS, in rounds of `--batch` pods, each message as they send
-it: for the queue, the watcher's upserts, a worker's pop and its report, then the
-watcher's bindings (the "assigned" and AssignedPod/Add move of each pod); for the cache,
+it: for the queue, the watcher's upserts, a worker's pop carrying its report of the
+round before, then the watcher's bindings of the round before (the "assigned" and
+AssignedPod/Add move of each pod); for the cache,
 a worker's assumes (with the node generations it last saw), the binder's finished
 bindings and the watcher's bound pods, over 500 nodes. It prints the service's CPU
 (utime + stime from /proc) per pod over the measured rounds.
@@ -36,7 +37,6 @@ from shared.subjects import (
     CACHE_EVENTS,
     QUEUE_EVENTS,
     QUEUE_POP,
-    QUEUE_REPORT,
 )
 from shared.tools.bench.resources import parse_stat_cpu
 from shared.tools.devstack import LocalStack, temporary_stack
@@ -67,6 +67,9 @@ class Driver:
         self.seq = 0  # the cluster stream's sequence, as the watcher stamps events
         self.generations: dict[str, int] = {}
         self.incarnation = 0
+        # the queue's: reports riding on the next pop, bindings the watcher sends next round
+        self.reports: list[dict[str, Any]] = []
+        self.bindings: list[dict[str, Any]] = []
 
     async def watcher_sends(self, subject: str, events: list[dict[str, Any]]) -> None:
         head = {"epoch": 0, "through": self.seq, "stamps": {"watched": time.time()}}
@@ -91,21 +94,24 @@ class Driver:
         await self.watcher_sends(QUEUE_EVENTS, upserts)
         popped: list[dict[str, Any]] = []
         while len(popped) < len(pods):
-            reply = await request(
-                self.nc, QUEUE_POP, {"max": self.batch, "wait_ms": 1000}, timeout=10
-            )
+            # the last batch's reports ride on the next pop, as a worker's do
+            body: dict[str, Any] = {"max": self.batch, "wait_ms": 1000}
+            if self.reports:
+                body["reports"], self.reports = self.reports, []
+            reply = await request(self.nc, QUEUE_POP, body, timeout=10)
             popped += reply["pods"]
-        reports = [{"key": p["key"], "cycle": p["cycle"], "outcome": "assumed"} for p in popped]
-        await request_all(self.nc, QUEUE_REPORT, reports, "reports", timeout=10)
-        bindings: list[dict[str, Any]] = []
+            self.reports += [
+                {"key": p["key"], "cycle": p["cycle"], "outcome": "assumed"} for p in reply["pods"]
+            ]
+        await self.watcher_sends(QUEUE_EVENTS, self.bindings)
+        self.bindings = []
         for p in pods:
             added: dict[str, Any] = {
                 **move(EVENT_ASSIGNED_POD_ADD, new=hinted_view(bound(p, "node-0")))
             }
             key = f"default/{p['metadata']['name']}"
-            bindings += [{"op": "assigned", "key": key, "seq": self.next_seq()}, added]
+            self.bindings += [{"op": "assigned", "key": key, "seq": self.next_seq()}, added]
             added["seq"] = self.seq
-        await self.watcher_sends(QUEUE_EVENTS, bindings)
 
     async def cache_nodes(self, stack: LocalStack) -> None:
         nodes = [
