@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,11 @@ from nats.js import JetStreamContext
 
 from shared.runtime.watermark import watcher_consumers
 from shared.sharding import ShardMap, consumer_lane
-from shared.tools.client import PodTracker, publish_all
-from shared.tools.devstack import running
+from shared.tools.client import PodTracker
+from shared.tools.devstack import LocalStack, running
 from shared.tools.synthetic import make_node, make_pod
 from tests.conftest import make_test_stack
-from tests.e2e.test_redis_loss import assert_invariants
+from tests.e2e.test_redis_loss import assert_invariants, publish_with_fault
 
 pytestmark = pytest.mark.e2e
 
@@ -58,6 +59,18 @@ async def consumers_by_lane(js: JetStreamContext) -> dict[str, list[str]]:
     return lanes
 
 
+def pod_events(http_port: int) -> float:
+    """The pod events a watcher handled, by its /metrics."""
+    url = f"http://127.0.0.1:{http_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        lines = resp.read().decode().splitlines()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line.startswith("ksched_watcher_events_total{") and 'kind="pod"' in line
+    )
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("shards", [2, 3])
 async def test_every_pod_is_bound_once_and_a_killed_shard_leader_hands_over_its_shard_alone(
@@ -77,7 +90,6 @@ async def test_every_pod_is_bound_once_and_a_killed_shard_leader_hands_over_its_
         try:
             tracker = PodTracker()
             await tracker.start(nc)
-            await publish_all(js, nodes)
             before = await consumers_by_lane(js)
             assert sorted(before) == [f"watcher.{s}" for s in range(shards)], before
             leaders = {
@@ -85,18 +97,14 @@ async def test_every_pod_is_bound_once_and_a_killed_shard_leader_hands_over_its_
             }
             assert all(leaders.values()), leaders
 
-            async def publish() -> None:
-                for start in range(0, PODS, CHUNK):
-                    await publish_all(js, pods[start : start + CHUNK])
-                    await asyncio.sleep(PACE)
-
-            async def kill() -> None:
-                assert await tracker.wait_until(lambda t: len(t.bound()) >= PODS // 4, timeout=60)
+            async def kill(_: LocalStack) -> None:
                 killed = leaders[KILLED]
                 assert killed is not None
                 killed.proc.send_signal(signal.SIGKILL)
 
-            await asyncio.gather(publish(), kill())
+            await publish_with_fault(
+                nc, stack, tracker, kill, (nodes, pods), chunk=CHUNK, pace=PACE
+            )
             await assert_invariants(stack, tracker, nodes, pods)
             after = await consumers_by_lane(js)
             for s in range(shards):  # one consumer per shard; only the killed one's is new
@@ -108,5 +116,7 @@ async def test_every_pod_is_bound_once_and_a_killed_shard_leader_hands_over_its_
                     assert (await asyncio.to_thread(stack.leader, "watcher", s)) is leaders[s]
             successor = await asyncio.to_thread(stack.leader, "watcher", KILLED)
             assert successor is not None and successor is not leaders[KILLED]
+            # the kill struck mid-run: the successor had its shard's pods left to handle
+            assert await asyncio.to_thread(pod_events, successor.http_port) > 0
         finally:
             await nc.close()
