@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import lru_cache
 from typing import Any
 
 from shared.subjects import NODES_PREFIX, PODS_PREFIX, PRIORITYCLASSES_PREFIX
@@ -114,10 +114,6 @@ class WatcherShard:
         if not 0 <= self.shard < self.shards:
             raise ValueError(f"shard must be 0 to {self.shards - 1}, not {self.shard}")
 
-    @cached_property
-    def _map(self) -> ShardMap:
-        return ShardMap(self.shards)
-
     @property
     def sharded(self) -> bool:
         return self.shards > 1
@@ -143,7 +139,7 @@ class WatcherShard:
             namespace, _, name = subject[len(_PODS) :].partition(".")
             if not namespace or not name:
                 return self.shard == 0  # malformed: shard 0 refuses it, once
-            return self._map.pod_owner(namespace, name) == self.shard
+            return _pod_owner(self.shards, namespace, name.split(".", 1)[0]) == self.shard
         if subject.startswith(_PRIORITYCLASSES):
             return True
         return self.shard == 0
@@ -157,6 +153,13 @@ class WatcherShard:
 
 
 UNSHARDED = WatcherShard()
+
+
+@lru_cache(maxsize=1 << 16)
+def _pod_owner(shards: int, namespace: str, first: str) -> int:
+    """A pod's shard, remembered: its events come several times (added, bound,
+    deleted) and the hash in Python costs a few µs."""
+    return ShardMap(shards).owner(partition((namespace, first)))
 
 _PODS = f"{PODS_PREFIX}."
 _PRIORITYCLASSES = f"{PRIORITYCLASSES_PREFIX}."

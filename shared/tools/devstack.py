@@ -248,6 +248,7 @@ def temporary_stack(
     stream_replicas: int = 1,
     sync_always: bool = False,
     redis_sentinel: bool = False,
+    watcher_shards: int = 1,
 ) -> Iterator[LocalStack]:
     """`running` in a temporary directory, for benchmarks; removed afterwards."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
@@ -259,6 +260,7 @@ def temporary_stack(
             stream_replicas=stream_replicas,
             sync_always=sync_always,
             redis_sentinel=redis_sentinel,
+            watcher_shards=watcher_shards,
             env={"KSCHED_LOG_LEVEL": log_level},
         )
         with running(stack, services) as st:
