@@ -161,6 +161,7 @@ def _pod_owner(shards: int, namespace: str, first: str) -> int:
     deleted) and the hash in Python costs a few µs."""
     return ShardMap(shards).owner(partition((namespace, first)))
 
+
 _PODS = f"{PODS_PREFIX}."
 _PRIORITYCLASSES = f"{PRIORITYCLASSES_PREFIX}."
 
