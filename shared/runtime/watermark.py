@@ -250,7 +250,7 @@ class StateWrites:
         self.whole = True
         if self.mark.writes:
             incarnation = await new_incarnation(self._js(), self.service)
-            self.mark.start(incarnation, self.mark.applied)
+            self.mark.start(incarnation, self.mark.applied, lanes=self.mark.lanes)
         batch = self._batch()
         for key in (*self.state_keys, self.mark.key):  # the marker too: no older lanes
             batch.delete(key)

@@ -127,6 +127,25 @@ async def test_events_that_change_nothing_still_move_the_marker_on(
     assert (await read_marker(redis, "queue")).writes == 2
 
 
+async def test_each_watcher_shards_applied_moves_on_and_outlives_a_rewrite(
+    state: StateWrites, redis: aioredis.Redis
+) -> None:
+    """A shard's batch with nothing for this service still moves its own `applied` on;
+    a rewrite after a loss (a new incarnation) keeps what each shard had applied: the
+    state in memory still holds those events, and a marker without them would make the
+    next leader rebuild a whole state."""
+    await state.write(lambda batch: None, setting({"a": b"1"}))
+    first = state.mark.incarnation
+    state.mark.through(42, "watcher.1")
+    await state.write(lambda batch: None, setting({"a": b"1"}))
+    assert (await read_marker(redis, "queue")).lanes == {"watcher.1": 42}
+    await redis.hset(MARKER, "writes", 1)  # Redis went back a write
+    await state.write(changing("b"), setting({"a": b"1"}))  # so the whole state again
+    marker = await read_marker(redis, "queue")
+    assert marker.incarnation > first and marker.writes == 1
+    assert marker.lanes == {"watcher.1": 42}
+
+
 async def test_a_leader_that_writes_nothing_finds_the_loss_by_its_check(
     state: StateWrites, redis: aioredis.Redis
 ) -> None:
