@@ -12,6 +12,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 # --- watcher -> queue (QUEUE_EVENTS) ------------------------------------------
 # {"events": [QueueEvent, ...], "epoch", "stamps": {watched, routed}}
+# (+ "shard" from a watcher shard: its epoch and "through" are that shard's, sharding.py)
 #   -> {"applied": n, "failed": [[index, reason]]}
 # (stamps: the batch's stage times, shared/stages.py; the queue keeps them per pod.)
 # (QUEUE_EVENTS and CACHE_EVENTS alike: an event that failed is named, the rest applied;
@@ -39,7 +40,7 @@ class QueueEvent(TypedDict, total=False):
 
 
 # --- watcher -> cache (CACHE_EVENTS) ------------------------------------------
-# {"events": [CacheEvent, ...], "epoch"}
+# {"events": [CacheEvent, ...], "epoch"} (+ "shard", as the queue's)
 #   -> {"applied": n, "freed": n (events that freed room), "failed": [[index, reason]]}
 CacheOp = Literal[
     "node_upsert",

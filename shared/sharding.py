@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
-from shared.subjects import NODES_PREFIX, PODS_PREFIX
+from shared.subjects import NODES_PREFIX, PODS_PREFIX, PRIORITYCLASSES_PREFIX
 
 PARTITIONS = 64  # fixed: many more than shards, so ownership moves in small steps
 
@@ -87,3 +89,111 @@ class ShardMap:
 
     def pod_owner(self, namespace: str, name: str) -> int:
         return self.owner(pod_partition(namespace, name, self.partitions))
+
+
+# --- watcher shards (docs/scale.md §4, alternative (a)) ---------------------------------
+# Each watcher shard reads the whole cluster stream and keeps only its own events: a
+# pod's by its partition, PriorityClasses on every shard (each admits pods by them),
+# every other kind on shard 0. A pod's events all go through one shard, so they stay
+# in order; events of different kinds never had an order across them (kube's
+# informers are independent watches too).
+
+WATCHER = "watcher"  # the unsharded watcher's lease key and consumer prefix
+
+
+@dataclass(frozen=True)
+class WatcherShard:
+    """Which watcher shard a process is, and what it owns (shards = 1: the whole stream,
+    named exactly as before sharding)."""
+
+    shards: int = 1
+    shard: int = 0
+
+    def __post_init__(self) -> None:
+        ShardMap(self.shards)  # validates the count
+        if not 0 <= self.shard < self.shards:
+            raise ValueError(f"shard must be 0 to {self.shards - 1}, not {self.shard}")
+
+    @property
+    def sharded(self) -> bool:
+        return self.shards > 1
+
+    @property
+    def lane(self) -> str:
+        """Its lease key, Redis epoch key and state-marker lane: `watcher`, or
+        `watcher.<s>` when sharded."""
+        return shard_lane(self.shard if self.sharded else None)
+
+    def consumer_name(self, epoch: int) -> str:
+        """Its leader's durable consumer (no dots: JetStream forbids them)."""
+        if not self.sharded:
+            return f"{WATCHER}-{epoch}"
+        return f"{WATCHER}-{self.shard}-{epoch}"
+
+    def handles(self, subject: str) -> bool:
+        """Whether this shard handles the cluster event on `subject` (read before any
+        decode: what is not its own is acked unread)."""
+        if not self.sharded:
+            return True
+        if subject.startswith(_PODS):
+            namespace, _, name = subject[len(_PODS) :].partition(".")
+            if not namespace or not name:
+                return self.shard == 0  # malformed: shard 0 refuses it, once
+            return _pod_owner(self.shards, namespace, name.split(".", 1)[0]) == self.shard
+        if subject.startswith(_PRIORITYCLASSES):
+            return True
+        return self.shard == 0
+
+    def reports(self, subject: str) -> bool:
+        """Whether this shard answers for a refused event on `subject` (its error and
+        its undo): a PriorityClass, read by every shard, is shard 0's to report."""
+        return self.handles(subject) and (
+            self.shard == 0 or not subject.startswith(_PRIORITYCLASSES)
+        )
+
+
+UNSHARDED = WatcherShard()
+
+
+@lru_cache(maxsize=1 << 16)
+def _pod_owner(shards: int, namespace: str, first: str) -> int:
+    """A pod's shard, remembered: its events come several times (added, bound,
+    deleted) and the hash in Python costs a few µs."""
+    return ShardMap(shards).owner(partition((namespace, first)))
+
+
+_PODS = f"{PODS_PREFIX}."
+_PRIORITYCLASSES = f"{PRIORITYCLASSES_PREFIX}."
+
+
+def shard_lane(shard: int | None) -> str:
+    """The lane of a watcher shard (None: the unsharded watcher)."""
+    return WATCHER if shard is None else f"{WATCHER}.{shard}"
+
+
+def delivery_lane(body: dict[str, Any]) -> str | None:
+    """The lane of the watcher a delivery to queue or cache comes from (its `shard`,
+    absent from an unsharded watcher's); None when the field is not a shard number."""
+    shard = body.get("shard")
+    if shard is None:
+        return WATCHER
+    if isinstance(shard, bool) or not isinstance(shard, int) or not 0 <= shard < PARTITIONS:
+        return None
+    return shard_lane(shard)
+
+
+def consumer_lane(name: str) -> str | None:
+    """The lane of a watcher consumer by its name: `watcher` and `watcher-<epoch>` are
+    the unsharded watcher's, `watcher-<s>-<epoch>` shard s's; None: not a watcher's."""
+    if name == WATCHER:
+        return WATCHER
+    if not name.startswith(f"{WATCHER}-"):
+        return None
+    parts = name[len(WATCHER) + 1 :].split("-")
+    if not all(p.isdigit() for p in parts):
+        return None
+    if len(parts) == 1:
+        return WATCHER
+    if len(parts) == 2:
+        return shard_lane(int(parts[0]))
+    return None

@@ -109,7 +109,7 @@ class CacheService:
         self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()
         # events come from the watcher's leader only: a deposed one's are refused
-        self.watcher_epoch = rt.epoch_floor("watcher")
+        self.watchers = rt.watcher_floors()  # each watcher shard fenced by its epoch
         reg = rt.registry
         self.conflicts = metrics.ASSUME_CONFLICTS.counter(reg)
         self.assumed = metrics.ASSUMED_PODS.counter(reg)
@@ -153,11 +153,12 @@ class CacheService:
     # --- handlers ---------------------------------------------------------------
 
     async def on_events(self, body: dict[str, Any]) -> dict[str, Any]:
-        if not await self.watcher_epoch.admit(body.get("epoch", 0)):
-            return {"error": f"stale watcher epoch {body.get('epoch')!r}"}
+        lane = await self.watchers.admit(body)
+        if lane is None:
+            return {"error": f"stale watcher epoch {body.get('epoch')!r} ({body.get('shard')!r})"}
         events: list[CacheEvent] = body["events"]
         applied, failed = apply_each(events, self._apply_new)
-        self.mark.through(body.get("through"))
+        self.mark.through(body.get("through"), lane)
         await self.flusher.flush()
         return {"applied": len(applied), "freed": sum(applied), "failed": failed}
 
@@ -271,7 +272,9 @@ class CacheService:
         requests = await read_in_flight(self.rt.takeover_js)  # before the log: see rebuild.py
         if takeover.lost is None and (await self._restore() or not takeover.first):
             await self._reconcile(requests)
-            self.mark.start(takeover.incarnation, takeover.marker.applied)
+            self.mark.start(
+                takeover.incarnation, takeover.marker.applied, lanes=takeover.marker.lanes
+            )
             await self.state.adopt()
         else:
             takeover.announce_rebuild(log, SERVICE)

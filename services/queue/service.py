@@ -139,7 +139,7 @@ class QueueService:
         self.flusher = Flusher(lambda: self.state.write(self._changes, self._everything))
         self.stopping = asyncio.Event()
         # events come from the watcher's leader only: a deposed one's are refused
-        self.watcher_epoch = rt.epoch_floor("watcher")
+        self.watchers = rt.watcher_floors()  # each watcher shard fenced by its epoch
         self._wake = asyncio.Event()
         self._batch_stamps: dict[str, float] = {}  # the stage times of the events applied
         # Lapsed attempts waiting for their fence, and the task fencing a batch of them.
@@ -247,15 +247,16 @@ class QueueService:
     # --- handlers ---------------------------------------------------------------
 
     async def on_events(self, body: dict[str, Any]) -> dict[str, Any]:
-        if not await self.watcher_epoch.admit(body.get("epoch", 0)):
-            return {"error": f"stale watcher epoch {body.get('epoch')!r}"}
+        lane = await self.watchers.admit(body)
+        if lane is None:
+            return {"error": f"stale watcher epoch {body.get('epoch')!r} ({body.get('shard')!r})"}
         events: list[QueueEvent] = body["events"]
         self._batch_stamps = body.get("stamps") or {}
         try:
             applied, failed = apply_each(events, self._apply_new)
         finally:
             self._batch_stamps = {}  # a rebuild's listed pods have no stage times
-        self.mark.through(body.get("through"))
+        self.mark.through(body.get("through"), lane)
         self._notify()
         await self.flusher.flush()
         return {"applied": len(applied), "failed": failed}
@@ -436,7 +437,9 @@ class QueueService:
         never held it); written back as a new incarnation before anything is served."""
         takeover = await state_at_takeover(self.rt.takeover_js, self.rt.redis, SERVICE)
         if takeover.lost is None and (await self._restore() or not takeover.first):
-            self.mark.start(takeover.incarnation, takeover.marker.applied)
+            self.mark.start(
+                takeover.incarnation, takeover.marker.applied, lanes=takeover.marker.lanes
+            )
             await self.state.adopt()
         else:
             takeover.announce_rebuild(log, SERVICE)

@@ -52,6 +52,8 @@ class Watcher:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.served = rt.config.scheduler_names
+        self.shard = rt.settings.watcher_shard  # what of the stream is this watcher's
+        self.others = metrics.WATCHER_OTHER_SHARDS.counter(rt.registry)
         self.informer = Informer()
         # Workloads', PodGroups' and pods' immutable fields, as last accepted
         self.immutables = ImmutableFields()
@@ -67,7 +69,8 @@ class Watcher:
 
     async def run(self) -> None:
         durable = await retry_forever(
-            "take over the cluster stream", lambda: take_over(self.rt.takeover_js, self.rt.epoch)
+            "take over the cluster stream",
+            lambda: take_over(self.rt.takeover_js, self.rt.epoch, self.shard),
         )
         await retry_forever("list the priority classes", self._list_priority_classes)
         await retry_forever(
@@ -105,16 +108,30 @@ class Watcher:
     async def handle_batch(self, msgs: list[Msg]) -> None:
         msgs, skipped = self.deliveries.take(msgs)
         if msgs:
-            await self._handle(msgs)
+            await self._handle_own(msgs)
         if skipped:
             self._leave.set()
 
-    async def _handle(self, msgs: list[Msg]) -> None:
+    async def _handle_own(self, msgs: list[Msg]) -> None:
+        """A shard handles its own events; the others' are acked unread (with the
+        batch: the ack of its last message), as if handled."""
+        if not self.shard.sharded:
+            await self._handle(msgs)
+            return
+        own = [msg for msg in msgs if self.shard.handles(msg.subject)]
+        if len(own) < len(msgs):
+            self.others.inc(len(msgs) - len(own))
+        await self._handle(msgs, own)
+
+    async def _handle(self, msgs: list[Msg], own: list[Msg] | None = None) -> None:
+        """`own`: the messages of `msgs` this shard handles (None: all); the batch is
+        acked through the last of `msgs` once they are delivered."""
+        own = msgs if own is None else own
         watched = time.time()
         limit = body_limit(self.rt.nc.max_payload)
         out = Outbound(limit)
         counted: Counter[tuple[str, str]] = Counter()
-        for index, msg in enumerate(msgs):
+        for index, msg in enumerate(own):
             routed = self._decode_and_route(msg, object_limit(limit), counted)
             if isinstance(routed, str):
                 await self._reject(msg, routed)
@@ -127,7 +144,7 @@ class Watcher:
             self._events_counter(kind, etype).inc(count)
         failed = await self._deliver(out, stream_sequence(msgs[-1]), watched)
         for index, reason in sorted(failed.items()):
-            await self._reject(msgs[index], f"not applied: {reason}")
+            await self._reject(own[index], f"not applied: {reason}")
         await retry_forever("ack", msgs[-1].ack)
 
     def _decode_and_route(
@@ -189,6 +206,8 @@ class Watcher:
         return child
 
     async def _reject(self, msg: Msg, reason: str) -> None:
+        if not self.shard.reports(msg.subject):
+            return  # a PriorityClass every shard reads: shard 0 reports its refusal
         self.rejected.inc()
         log.warning("rejected event on %s: %s", msg.subject, reason, extra={"subject": msg.subject})
         headers = {ERROR_HEADER: reason[:4000]}
@@ -215,6 +234,8 @@ class Watcher:
         returns the events a receiver could not apply (by index), with the reason.
         Each also hears that the batch ends at stream sequence `through`."""
         head: dict[str, Any] = {"epoch": self.rt.epoch}
+        if self.shard.sharded:  # whose epoch and `through` (shared/sharding.py lanes)
+            head["shard"] = self.shard.shard
         failed: dict[int, str] = {}
         cache = self._send(CACHE_EVENTS, out.cache_chunks(head, through), out.cache_from, failed)
         marking: asyncio.Task[list[dict[str, Any]]] | None = None

@@ -1,7 +1,9 @@
 """A new watcher leader takes the cluster stream over from its predecessor.
 
-Each leader consumes through its own durable consumer, `watcher-<epoch>`, started
-just past the predecessor's ack floor; the predecessor's consumers are deleted.
+Each leader consumes through its own durable consumer, `watcher-<epoch>` (a shard's:
+`watcher-<s>-<epoch>`, shared/sharding.py), started just past the predecessor's ack
+floor; the predecessor's consumers are deleted. A shard takes over from its own
+predecessors only: the other shards' consumers are theirs.
 So the batch a killed leader had fetched but not acked is delivered again at
 once (not after ack_wait, and not acked away by the successor's ack-all), and a
 deposed leader that has not noticed yet can neither fetch nor ack any more: its
@@ -23,13 +25,10 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from shared.runtime.watermark import acked_through, watcher_consumers
-from shared.subjects import CLUSTER_PREFIX, CLUSTER_STREAM, WATCHER_CONSUMER
+from shared.sharding import UNSHARDED, WatcherShard, consumer_lane
+from shared.subjects import CLUSTER_PREFIX, CLUSTER_STREAM
 
 log = logging.getLogger("ksched.watcher")
-
-
-def consumer_name(epoch: int) -> str:
-    return f"{WATCHER_CONSUMER}-{epoch}"
 
 
 def consumer_config(name: str, after: int) -> ConsumerConfig:
@@ -48,10 +47,11 @@ def consumer_config(name: str, after: int) -> ConsumerConfig:
     )
 
 
-async def take_over(js: JetStreamContext, epoch: int) -> str:
-    """Create this leader's consumer and delete its predecessors'; returns its name."""
-    name = consumer_name(epoch)
-    infos = await watcher_consumers(js)
+async def take_over(js: JetStreamContext, epoch: int, shard: WatcherShard = UNSHARDED) -> str:
+    """Create this leader's consumer and delete its shard's predecessors'; returns its
+    name."""
+    name = shard.consumer_name(epoch)
+    infos = [c for c in await watcher_consumers(js) if consumer_lane(c.name) == shard.lane]
     previous = [c for c in infos if c.name != name]
     after = acked_through(previous)
     if not any(c.name == name for c in infos):

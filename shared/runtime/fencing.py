@@ -25,6 +25,7 @@ from redis.exceptions import ResponseError
 from shared import keys
 from shared.runtime.lease import Lease
 from shared.runtime.leasestore import LeaseStore
+from shared.sharding import delivery_lane
 
 _FENCED_WRITE = files("shared.lua").joinpath("fenced_write.lua").read_text()
 
@@ -192,3 +193,24 @@ class EpochFloor:
         # Newer than any seen: it must be the latest handed out (a forged one is not).
         self._current = await self._store.epoch(self._service)
         return epoch == self._current
+
+
+class WatcherFloors:
+    """Admits a delivery to queue or cache from the current leader of the watcher shard
+    it names (its `shard`, none from an unsharded watcher: shared/sharding.py), each
+    shard fenced by its own lease's epoch."""
+
+    def __init__(self, store: LeaseStore) -> None:
+        self._store = store
+        self._floors: dict[str, EpochFloor] = {}
+
+    async def admit(self, body: dict[str, Any]) -> str | None:
+        """The delivery's lane, or None when it is refused (a deposed leader's epoch,
+        or no shard number)."""
+        lane = delivery_lane(body)
+        if lane is None:
+            return None
+        floor = self._floors.get(lane)
+        if floor is None:
+            floor = self._floors[lane] = EpochFloor(self._store, lane)
+        return lane if await floor.admit(body.get("epoch", 0)) else None

@@ -68,6 +68,10 @@ EVENT_LOOP_LAG = Metric(
 # --- watcher -----------------------------------------------------------------------
 WATCHER_EVENTS = Metric("ksched_watcher_events_total", "Cluster events routed", ("kind", "type"))
 REJECTED_EVENTS = Metric("ksched_rejected_events_total", "Events refused as malformed")
+WATCHER_OTHER_SHARDS = Metric(
+    "ksched_watcher_other_shards_events_total",
+    "Cluster events acked unread: another watcher shard's (shared/sharding.py)",
+)
 WATCH_EVENT_WARNINGS = Metric(
     "ksched_watch_event_warnings_total",
     "Accepted events warned about for fields the Kubernetes API schema does not know"

@@ -23,7 +23,7 @@ from shared.runtime import metrics, progress
 from shared.runtime.connections import connect_nats, connect_redis, ensure_streams, reached_first
 from shared.runtime.discovery import StatsData, register
 from shared.runtime.elector import LeaderElector, LeaseClients
-from shared.runtime.fencing import EpochFloor, FencedBatch
+from shared.runtime.fencing import FencedBatch, WatcherFloors
 from shared.runtime.http import HealthServer
 from shared.runtime.lease import LEADER_ELECTED
 from shared.runtime.leasestore import LeaseStore, ensure_lease_bucket
@@ -113,7 +113,7 @@ class Runtime:
         settings = self.settings
         self.elector = LeaderElector(
             LeaseClients(self.leases, self.redis),
-            settings.service,
+            settings.lease_name,  # a watcher shard's own lease (shared/sharding.py)
             settings.identity,
             settings.leader_election,
             renewer=self._lease_clients,
@@ -143,11 +143,11 @@ class Runtime:
             await close()
             raise
 
-    def epoch_floor(self, service: str) -> EpochFloor:
-        """Admits only the current epoch of `service`'s leader (runtime/fencing.py)."""
+    def watcher_floors(self) -> WatcherFloors:
+        """Admits only the current epoch of each watcher shard's leader (runtime/fencing.py)."""
         if self.leases is None:
             raise RuntimeError(f"{self.settings.service} has no lease bucket")
-        return EpochFloor(self.leases, service)
+        return WatcherFloors(self.leases)
 
     @property
     def epoch(self) -> int:

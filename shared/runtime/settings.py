@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from shared.runtime.lease import LeaseConfig, identity, seconds
 from shared.runtime.natsurl import server_list
 from shared.runtime.progress import DEFAULT_STALL_SECONDS, HEARTBEAT_SECONDS
+from shared.sharding import PARTITIONS, WATCHER, WatcherShard
 
 MIN_STALL_SECONDS = 1.0
 # JetStream keeps at most this many copies of a stream (nats-server's StreamMaxReplicas).
@@ -98,6 +99,32 @@ class Settings(BaseModel):
     # (runtime/progress.py); 0 turns the check off
     stall_seconds: float = DEFAULT_STALL_SECONDS
     credentials: Credentials = Field(default_factory=Credentials)
+    # issue 21's shards (docs/scale.md §4): only the watcher is sharded so far
+    shards: int = 1
+    shard: int = 0
+
+    @model_validator(mode="after")
+    def _shard_in_range(self) -> Settings:
+        if not 1 <= self.shards <= PARTITIONS:
+            raise ValueError(f"KSCHED_SHARDS must be from 1 to {PARTITIONS}, got {self.shards}")
+        if not 0 <= self.shard < self.shards:
+            raise ValueError(
+                f"KSCHED_SHARD must be from 0 to {self.shards - 1} "
+                f"(KSCHED_SHARDS={self.shards}), got {self.shard}"
+            )
+        return self
+
+    @property
+    def watcher_shard(self) -> WatcherShard:
+        return WatcherShard(self.shards, self.shard)
+
+    @property
+    def lease_name(self) -> str:
+        """The key of this service's lease (and of its Redis epoch): a watcher shard's
+        own, `watcher.<s>`, when the watcher is sharded."""
+        if self.service == WATCHER:
+            return self.watcher_shard.lane
+        return self.service
 
     @field_validator("nats_urls")
     @classmethod
@@ -149,6 +176,8 @@ class Settings(BaseModel):
             identity=identity(env),
             stall_seconds=DEFAULT_STALL_SECONDS if stall is None else stall,
             credentials=Credentials.from_env(env),
+            shards=count(env, "KSCHED_SHARDS", default=1),
+            shard=count(env, "KSCHED_SHARD", default=0),
         )
 
 

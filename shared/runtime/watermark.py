@@ -16,6 +16,10 @@ every batch of its state (one fenced script call, all or nothing), a marker
   The watcher acks a batch only once queue and cache applied it (and its last
   message to each says where the batch ends), so its consumer's ack floor, durable
   in JetStream, can be ahead of `applied` only if Redis lost writes.
+- `applied:watcher.<s>`, one per watcher shard (shared/sharding.py): with N shards the
+  events come in N interleaved streams, each acked by its own consumer, so each
+  shard's progress is its own number; `applied` is then a floor under all of them
+  (a rebuild's cut: every event up to it is in the state).
 - `writes`: the batches written in this incarnation.
 
 Every batch a leader writes first expects the marker to hold its incarnation and the
@@ -35,7 +39,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -45,10 +49,12 @@ from nats.js.errors import NotFoundError
 
 from shared import keys
 from shared.runtime.fencing import FencedBatch
+from shared.sharding import WATCHER, consumer_lane
 from shared.subjects import CLUSTER_STREAM, STATE_STREAM, WATCHER_CONSUMER, incarnation_subject
 
 INCARNATION = "incarnation"
 APPLIED = "applied"
+LANE_APPLIED = f"{APPLIED}:"  # + a watcher shard's lane: that shard's `applied`
 WRITES = "writes"
 # Numbers one incarnation may hand out: incarnation n starts at n << 32, so that a
 # rebuilt queue never reuses a scheduling cycle a worker or binder still holds.
@@ -63,23 +69,32 @@ class Marker:
     incarnation: int = 0  # 0: none (wiped, never written, or written over a wipe)
     applied: int = 0
     writes: int = 0
+    lanes: Mapping[str, int] = field(default_factory=dict)  # watcher shards' `applied`
 
     @classmethod
     def of(cls, raw: Mapping[Any, Any]) -> Marker:
         fields = {_text(k): int(v) for k, v in raw.items()}
-        return cls(fields.get(INCARNATION, 0), fields.get(APPLIED, 0), fields.get(WRITES, 0))
+        lanes = {k[len(LANE_APPLIED) :]: v for k, v in fields.items() if k.startswith(LANE_APPLIED)}
+        return cls(fields.get(INCARNATION, 0), fields.get(APPLIED, 0), fields.get(WRITES, 0), lanes)
+
+    def applied_by(self, lane: str) -> int:
+        """Through which sequence the events of watcher lane `lane` are applied."""
+        if lane == WATCHER:
+            return self.applied
+        return max(self.applied, self.lanes.get(lane, 0))
 
 
-def lost_at_takeover(marker: Marker, acked: int) -> str | None:
+def lost_at_takeover(marker: Marker, acked: Mapping[str, int]) -> str | None:
     """Why a new leader may not trust the state in Redis (None: it is whole), given
-    the last cluster stream sequence the watcher acknowledged."""
+    the last cluster stream sequence each watcher lane (shard) acknowledged."""
     if not marker.incarnation:
         return "no state marker: Redis was wiped, restarted empty, or never held this state"
-    if marker.applied < acked:
-        return (
-            f"events applied through sequence {marker.applied}, but the watcher acknowledged "
-            f"{acked}: Redis lost writes"
-        )
+    for lane, seq in sorted(acked.items()):
+        if marker.applied_by(lane) < seq:
+            return (
+                f"events applied through sequence {marker.applied_by(lane)}, but {lane} "
+                f"acknowledged {seq}: Redis lost writes"
+            )
     return None
 
 
@@ -113,24 +128,34 @@ class Watermark:
         self.key = keys.state_key(service)
         self.incarnation = 0
         self.applied = 0
+        self.lanes: dict[str, int] = {}  # watcher shards' `applied`, by lane
         self.writes = 0
         self.cut = 0  # events at or below it are in the state already (a rebuild's list)
-        self._writing = 0  # `applied` in the batch being written
-        self._saved = 0  # `applied` as Redis holds it
+        self._writing: tuple[int, dict[str, int]] = (0, {})  # in the batch being written
+        self._saved: tuple[int, dict[str, int]] = (0, {})  # as Redis holds them
 
-    def start(self, incarnation: int, applied: int, *, cut: int = 0) -> None:
-        """A new incarnation of the state, holding events through `applied`."""
+    def start(
+        self, incarnation: int, applied: int, *, cut: int = 0, lanes: Mapping[str, int] = {}
+    ) -> None:
+        """A new incarnation of the state, holding events through `applied` (every
+        lane's floor) and each watcher shard's through `lanes`."""
         self.incarnation, self.applied, self.writes = incarnation, applied, 0
+        self.lanes = {lane: seq for lane, seq in lanes.items() if seq > applied}
         self.cut = max(self.cut, cut)
 
     def holds(self, seq: int | None) -> bool:
         """Whether the event at `seq` is in the state already (a rebuild listed it)."""
         return seq is not None and seq <= self.cut
 
-    def through(self, seq: int | None) -> None:
-        """The events of a delivery are applied, through stream sequence `seq`."""
-        if seq is not None and seq > self.applied:
-            self.applied = seq
+    def through(self, seq: int | None, lane: str = WATCHER) -> None:
+        """The events of a delivery from watcher `lane` are applied, through stream
+        sequence `seq`."""
+        if seq is None:
+            return
+        if lane == WATCHER:
+            self.applied = max(self.applied, seq)
+        elif seq > self.lanes.get(lane, self.applied):
+            self.lanes[lane] = seq
 
     def guard(self, batch: FencedBatch) -> None:
         """First in a batch: Redis still holds every batch this incarnation wrote."""
@@ -140,10 +165,11 @@ class Watermark:
         """Add the marker to a batch of state writes (`whole`: the batch starts the
         incarnation, and names it); `written` once the batch landed."""
         fields: dict[str, int] = {APPLIED: self.applied, WRITES: self.writes + 1}
+        fields.update({f"{LANE_APPLIED}{lane}": seq for lane, seq in self.lanes.items()})
         if whole:
             fields[INCARNATION] = self.incarnation
         batch.hset(self.key, mapping=fields)
-        self._writing = self.applied
+        self._writing = (self.applied, dict(self.lanes))
 
     def written(self) -> None:
         self.writes += 1
@@ -153,7 +179,7 @@ class Watermark:
     def behind(self) -> bool:
         """Redis holds an older `applied` (events came that changed nothing): the
         watcher acks them once this is written."""
-        return self.applied > self._saved
+        return (self.applied, self.lanes) != self._saved
 
 
 # Queues the changed state into a batch; returns what undoes taking those changes (the
@@ -224,9 +250,9 @@ class StateWrites:
         self.whole = True
         if self.mark.writes:
             incarnation = await new_incarnation(self._js(), self.service)
-            self.mark.start(incarnation, self.mark.applied)
+            self.mark.start(incarnation, self.mark.applied, lanes=self.mark.lanes)
         batch = self._batch()
-        for key in self.state_keys:
+        for key in (*self.state_keys, self.mark.key):  # the marker too: no older lanes
             batch.delete(key)
         everything(batch)
         self.mark.write(batch, whole=True)
@@ -283,7 +309,7 @@ async def state_at_takeover(js: JetStreamContext, redis: aioredis.Redis, service
     service does not serve), so the ack floor read stands."""
     first = not await had_incarnation(js, service)
     incarnation = await new_incarnation(js, service)
-    acked = await watcher_acked(js)
+    acked = acked_by_lane(await watcher_consumers(js))
     marker = await read_marker(redis, service)
     lost = None if first else lost_at_takeover(marker, acked)
     return Takeover(incarnation, marker, first, lost)
@@ -317,6 +343,17 @@ def is_watcher_consumer(info: ConsumerInfo) -> bool:
 def acked_through(consumers: list[ConsumerInfo]) -> int:
     """The last stream sequence these watcher consumers fully handled (0: none)."""
     return max((c.ack_floor.stream_seq for c in consumers if c.ack_floor), default=0)
+
+
+def acked_by_lane(consumers: list[ConsumerInfo]) -> dict[str, int]:
+    """The last stream sequence each watcher shard's consumers fully handled, by lane
+    (shared/sharding.py): each shard acks its own interleaved share of the stream."""
+    acked: dict[str, int] = {}
+    for info in consumers:
+        lane = consumer_lane(info.name)
+        if lane is not None and info.ack_floor:
+            acked[lane] = max(acked.get(lane, 0), info.ack_floor.stream_seq)
+    return acked
 
 
 async def consumer_names(js: JetStreamContext, stream: str) -> list[str]:

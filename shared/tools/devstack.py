@@ -34,6 +34,7 @@ class ServiceProc:
     proc: subprocess.Popen[bytes]
     http_port: int
     log_path: Path
+    shard: int | None = None  # a watcher shard's number (watcher_shards > 1)
 
 
 @dataclass
@@ -43,7 +44,10 @@ class LocalStack:
     workdir: Path
     workers: int = 2
     binders: int = 2
-    standbys: int = 0  # per leader-elected service (watcher, queue, cache)
+    standbys: int = 0  # per leader-elected service (watcher, queue, cache), per shard
+    # watcher shards (KSCHED_SHARDS, docs/scale.md §4), each with its leader and standbys;
+    # queue and cache are not sharded yet
+    watcher_shards: int = 1
     persist: bool = False  # Redis with its append-only file (restarts keep the data)
     # One nats-server, or a cluster of this many (natscluster.py) whose servers fsync
     # every write with `sync_always`; ksched's streams in `stream_replicas` copies
@@ -108,6 +112,8 @@ class LocalStack:
             self.redis = start_redis(self.workdir, persist=self.persist)
 
     def replicas(self, name: str) -> int:
+        if name == "watcher":
+            return (1 + self.standbys) * self.watcher_shards
         if name in LEADER_ELECTED:
             return 1 + self.standbys
         return {"worker": self.workers, "binder": self.binders}.get(name, 1)
@@ -130,9 +136,13 @@ class LocalStack:
             **self.service_env.get(name, {}),
         }
         index = sum(1 for s in self.services if s.name == name)
+        shard = None
+        if name == "watcher" and self.watcher_shards > 1:  # dealt round-robin over shards
+            shard = index % self.watcher_shards
+            env |= {"KSCHED_SHARDS": str(self.watcher_shards), "KSCHED_SHARD": str(shard)}
         log_path = self.workdir / f"{name}-{index}.log"
         proc = spawn([sys.executable, "-m", f"services.{name}"], log_path, env)
-        svc = ServiceProc(name, proc, port, log_path)
+        svc = ServiceProc(name, proc, port, log_path, shard)
         self.services.append(svc)
         return svc
 
@@ -156,10 +166,13 @@ class LocalStack:
                     raise TimeoutError(f"{svc.name} not ready: see {svc.log_path}")
                 time.sleep(0.1)
 
-    def leader(self, name: str) -> ServiceProc | None:
-        """The live replica of `name` that leads and serves (None while none does)."""
+    def leader(self, name: str, shard: int | None = None) -> ServiceProc | None:
+        """The live replica of `name` (of watcher shard `shard`) that leads and serves
+        (None while none does)."""
         for svc in self.services:
-            if svc.name == name and svc.proc.poll() is None and _leads(svc.http_port):
+            if svc.name != name or (shard is not None and svc.shard != shard):
+                continue
+            if svc.proc.poll() is None and _leads(svc.http_port):
                 return svc
         return None
 
@@ -198,6 +211,8 @@ def _leads(http_port: int) -> bool:
 
 
 def _standbys(stack: LocalStack, name: str) -> int:
+    if name == "watcher":
+        return stack.standbys * stack.watcher_shards
     return stack.standbys if name in LEADER_ELECTED else 0
 
 
@@ -233,6 +248,7 @@ def temporary_stack(
     stream_replicas: int = 1,
     sync_always: bool = False,
     redis_sentinel: bool = False,
+    watcher_shards: int = 1,
 ) -> Iterator[LocalStack]:
     """`running` in a temporary directory, for benchmarks; removed afterwards."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
@@ -244,6 +260,7 @@ def temporary_stack(
             stream_replicas=stream_replicas,
             sync_always=sync_always,
             redis_sentinel=redis_sentinel,
+            watcher_shards=watcher_shards,
             env={"KSCHED_LOG_LEVEL": log_level},
         )
         with running(stack, services) as st:

@@ -42,11 +42,12 @@ NODE_CPU = "6"
 Fault = Callable[[LocalStack], Awaitable[None]]
 
 
-def loss_stack(workdir: Path, *, persist: bool = False) -> LocalStack:
-    """Two workers and binders; watcher, queue and cache with a standby each (a leader
-    that loses its lease with the data hands over)."""
+def loss_stack(workdir: Path, *, persist: bool = False, watcher_shards: int = 1) -> LocalStack:
+    """Two workers and binders; watcher (each shard), queue and cache with a standby each
+    (a leader that loses its lease with the data hands over)."""
     stack = make_test_stack(workdir)
     stack.standbys = 1
+    stack.watcher_shards = watcher_shards
     stack.persist = persist
     stack.env["KSCHED_LOG_LEVEL"] = "info"
     return stack
@@ -99,22 +100,35 @@ async def rollback_then_failover(stack: LocalStack) -> None:
         (await leader(stack, name)).send_signal(signal.SIGKILL)
 
 
-async def publish_with_fault(
-    nc: NATS, stack: LocalStack, tracker: PodTracker, fault: Fault
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Publish the nodes, then the pods a chunk at a time; strike once a quarter are bound."""
-    js = nc.jetstream()
+def loss_cluster() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     nodes = [make_node(f"n{i:02d}", cpu=NODE_CPU, memory="64Gi") for i in range(NODES)]
     pods = [make_pod(f"p-{i:04d}", cpu="100m", memory="64Mi") for i in range(PODS)]
+    return nodes, pods
+
+
+async def publish_with_fault(
+    nc: NATS,
+    stack: LocalStack,
+    tracker: PodTracker,
+    fault: Fault,
+    cluster: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None,
+    *,
+    chunk: int = CHUNK,
+    pace: float = PACE,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Publish the nodes, then the pods `chunk` at a time every `pace` seconds; strike
+    once a quarter are bound."""
+    js = nc.jetstream()
+    nodes, pods = cluster or loss_cluster()
     await publish_all(js, nodes)
 
     async def publish() -> None:
-        for start in range(0, PODS, CHUNK):
-            await publish_all(js, pods[start : start + CHUNK])
-            await asyncio.sleep(PACE)
+        for start in range(0, len(pods), chunk):
+            await publish_all(js, pods[start : start + chunk])
+            await asyncio.sleep(pace)
 
     async def strike() -> None:
-        assert await tracker.wait_until(lambda t: len(t.bound()) >= PODS // 4, timeout=60)
+        assert await tracker.wait_until(lambda t: len(t.bound()) >= len(pods) // 4, timeout=60)
         await fault(stack)
 
     await asyncio.gather(publish(), strike())
@@ -182,8 +196,11 @@ async def assert_new_nodes_seen(nc: NATS, tracker: PodTracker) -> None:
     ), {k: tracker.pods[k].message for k in keys if k in tracker.pods}
 
 
-async def run_with_fault(tmp_path: Path, fault: Fault, *, persist: bool = False) -> None:
-    with running(loss_stack(tmp_path / "stack", persist=persist)) as stack:
+async def run_with_fault(
+    tmp_path: Path, fault: Fault, *, persist: bool = False, watcher_shards: int = 1
+) -> None:
+    stack = loss_stack(tmp_path / "stack", persist=persist, watcher_shards=watcher_shards)
+    with running(stack):
         nc = await nats.connect(stack.nats_url, max_reconnect_attempts=-1)
         try:
             tracker = PodTracker()
@@ -198,6 +215,13 @@ async def run_with_fault(tmp_path: Path, fault: Fault, *, persist: bool = False)
 @pytest.mark.timeout(300)
 async def test_flushall_mid_run_loses_no_pod_and_overcommits_no_node(tmp_path: Path) -> None:
     await run_with_fault(tmp_path, flushall)
+
+
+@pytest.mark.timeout(300)
+async def test_flushall_mid_run_with_two_watcher_shards(tmp_path: Path) -> None:
+    """Queue and cache rebuild from the log with each shard's applied sequence reset to
+    the rebuild's cut, and the next takeover compares them with each shard's ack floor."""
+    await run_with_fault(tmp_path, flushall, watcher_shards=2)
 
 
 @pytest.mark.timeout(300)

@@ -10,12 +10,14 @@ every placement (shared/tools/invariants.replay).
 
 One devstack serves every example: an example uses its own name prefix and
 deletes its pods and nodes at the end, so the next one starts from an empty cluster.
+KSCHED_TEST_WATCHER_SHARDS=N runs it with N watcher shards (shared/sharding.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +128,7 @@ def key(pod: dict[str, Any]) -> str:
 def scale_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     workdir: Path = tmp_path_factory.mktemp("scale") / "stack"
     stack = LocalStack(workdir, workers=4, binders=2, env={"KSCHED_LOG_LEVEL": "warning"})
+    stack.watcher_shards = int(os.environ.get("KSCHED_TEST_WATCHER_SHARDS", "1"))
     try:
         stack.start_servers()
         stack.start_services()

@@ -20,6 +20,7 @@ from shared.runtime.fencing import FencedBatch
 from shared.runtime.lease import LeaseConfig
 from shared.runtime.leasestore import LeaseStore
 from shared.runtime.watermark import Marker, StateWrites, read_marker, state_at_takeover
+from shared.sharding import WatcherShard
 from shared.subjects import BIND_STREAM, BIND_SUBJECT, CLUSTER_STREAM
 from shared.tools.client import publish_all, publish_pod
 from shared.tools.synthetic import make_node, make_pod
@@ -126,6 +127,25 @@ async def test_events_that_change_nothing_still_move_the_marker_on(
     assert (await read_marker(redis, "queue")).writes == 2
 
 
+async def test_each_watcher_shards_applied_moves_on_and_outlives_a_rewrite(
+    state: StateWrites, redis: aioredis.Redis
+) -> None:
+    """A shard's batch with nothing for this service still moves its own `applied` on;
+    a rewrite after a loss (a new incarnation) keeps what each shard had applied: the
+    state in memory still holds those events, and a marker without them would make the
+    next leader rebuild a whole state."""
+    await state.write(lambda batch: None, setting({"a": b"1"}))
+    first = state.mark.incarnation
+    state.mark.through(42, "watcher.1")
+    await state.write(lambda batch: None, setting({"a": b"1"}))
+    assert (await read_marker(redis, "queue")).lanes == {"watcher.1": 42}
+    await redis.hset(MARKER, "writes", 1)  # Redis went back a write
+    await state.write(changing("b"), setting({"a": b"1"}))  # so the whole state again
+    marker = await read_marker(redis, "queue")
+    assert marker.incarnation > first and marker.writes == 1
+    assert marker.lanes == {"watcher.1": 42}
+
+
 async def test_a_leader_that_writes_nothing_finds_the_loss_by_its_check(
     state: StateWrites, redis: aioredis.Redis
 ) -> None:
@@ -168,6 +188,28 @@ async def test_a_new_leader_trusts_redis_as_far_as_the_watcher_acknowledged(
     assert again.incarnation > takeover.incarnation
     assert again.lost is not None and "applied through sequence 4" in again.lost
     await redis.hset(MARKER, "applied", 5)
+    assert (await state_at_takeover(js, redis, "queue")).lost is None
+
+
+async def test_a_new_leader_checks_each_watcher_shards_ack_floor_against_its_own_applied(
+    redis: aioredis.Redis, js: JetStreamContext
+) -> None:
+    """Two watcher shards read the stream in two interleaved streams: shard 0 acked
+    through 3 while only 2 of its events are applied, shard 1 acked and applied
+    through 5. One `applied` (the largest, 5) against one ack floor (the largest, 5)
+    would call the state whole."""
+    takeover = await state_at_takeover(js, redis, "queue")
+    await publish_all(js, [make_pod(f"p{i}") for i in range(5)])  # sequences 1-5
+    for shard, through in ((0, 3), (1, 5)):
+        name = await take_over(js, 1, WatcherShard(2, shard))
+        consumer = await js.pull_subscribe_bind(name, stream=CLUSTER_STREAM)
+        msgs = await consumer.fetch(through, timeout=2)
+        await msgs[through - 1].ack_sync()
+    lanes = {"applied:watcher.0": 2, "applied:watcher.1": 5}
+    await redis.hset(MARKER, mapping={"incarnation": takeover.incarnation, **lanes})
+    again = await state_at_takeover(js, redis, "queue")
+    assert again.lost is not None and "applied through sequence 2, but watcher.0" in again.lost
+    await redis.hset(MARKER, "applied:watcher.0", 3)
     assert (await state_at_takeover(js, redis, "queue")).lost is None
 
 

@@ -46,11 +46,11 @@ def test_the_marker_reads_as_redis_returns_it() -> None:
 @pytest.mark.parametrize(
     ("marker", "acked", "lost"),
     [
-        (Marker(0, 0, 0), 0, "no state marker"),  # wiped, or a fresh Redis
-        (Marker(0, 900, 4), 900, "no state marker"),
-        (Marker(3, 899, 9), 900, "events applied through sequence 899"),  # went back
-        (Marker(3, 900, 9), 900, None),
-        (Marker(3, 950, 9), 900, None),  # applied, not yet acknowledged
+        (Marker(0, 0, 0), {"watcher": 0}, "no state marker"),  # wiped, or a fresh Redis
+        (Marker(0, 900, 4), {"watcher": 900}, "no state marker"),
+        (Marker(3, 899, 9), {"watcher": 900}, "events applied through sequence 899"),  # went back
+        (Marker(3, 900, 9), {"watcher": 900}, None),
+        (Marker(3, 950, 9), {"watcher": 900}, None),  # applied, not yet acknowledged
     ],
 )
 def test_a_new_leader_trusts_redis_only_as_far_as_the_watcher_acknowledged(

@@ -138,6 +138,8 @@ def stack_pids(stack: LocalStack) -> dict[str, list[int]]:
     pids: dict[str, list[int]] = {"driver": [os.getpid()]}
     for svc in stack.services:
         pids.setdefault(svc.name, []).append(svc.proc.pid)
+        if svc.shard is not None:  # each watcher shard's own too, beside the role's sum
+            pids.setdefault(f"{svc.name}.{svc.shard}", []).append(svc.proc.pid)
     if stack.nats_processes():
         pids["nats-server"] = [s.proc.pid for s in stack.nats_processes()]
     if stack.redis is not None:

@@ -52,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--binders", type=int, default=1)
     parser.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="watcher shards (KSCHED_SHARDS, docs/scale.md §4); queue and cache stay single",
+    )
+    parser.add_argument(
         "--scaling",
         type=int,
         nargs="*",
@@ -102,7 +108,9 @@ def _run_one(w: Workload, args: argparse.Namespace, workers: int, paced: int) ->
         f"{workers} workers, {args.binders} binders",
         flush=True,
     )
-    with temporary_stack("ksched-bench-", workers=workers, binders=args.binders) as stack:
+    with temporary_stack(
+        "ksched-bench-", workers=workers, binders=args.binders, watcher_shards=args.shards
+    ) as stack:
         result = asyncio.run(
             run_workload(
                 stack,
@@ -124,8 +132,17 @@ def _run_one(w: Workload, args: argparse.Namespace, workers: int, paced: int) ->
     )
     for line in churn_lines([result]):
         print(f"    {line}", flush=True)
+    if args.shards > 1:
+        print(f"    {shard_line(result, args.shards)}", flush=True)
     print(f"    {ops_line(result.ops_per_pod)}", flush=True)
     return result
+
+
+def shard_line(r: BenchResult, shards: int) -> str:
+    """Each watcher shard's CPU per 1000 bound pods (the role's column sums them)."""
+    per = r.cpu_per_1000_pods
+    cells = ", ".join(f"{s}: {per.get(f'watcher.{s}', 0):.2f}" for s in range(shards))
+    return f"watcher shards, CPU s per 1000 bound pods: {cells}"
 
 
 def _throughput_text(r: BenchResult) -> str:
@@ -142,6 +159,12 @@ def run_bench(args: argparse.Namespace) -> int:
     out = args.out or RESULTS / variant
     started = time.time()
     print(f"ksched bench ({variant}): workloads {' '.join(args.workloads)}", flush=True)
+    if args.shards > 1:
+        print(
+            f"{args.shards} watcher shards (a leader each); queue and cache stay single: "
+            "their shards are not built yet (docs/scale.md §4)",
+            flush=True,
+        )
     before = calibrate()
     print(f"calibration: python loop of 10M additions {before:.3f} s", flush=True)
     results = [

@@ -1,0 +1,122 @@
+"""Watcher shards (docs/scale.md §4, shared/sharding.py): N watcher shards, each with a
+leader and a standby, share the cluster stream by pod partition; every pod is bound
+exactly once, and a shard leader killed mid-run is replaced by its own standby, which
+takes over that shard alone."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.js import JetStreamContext
+
+from shared.runtime.watermark import watcher_consumers
+from shared.sharding import ShardMap, consumer_lane
+from shared.tools.client import PodTracker
+from shared.tools.devstack import LocalStack, running
+from shared.tools.synthetic import make_node, make_pod
+from tests.conftest import make_test_stack
+from tests.e2e.test_redis_loss import assert_invariants, publish_with_fault
+
+pytestmark = pytest.mark.e2e
+
+NODES = 12
+PODS = 300
+NAMESPACES = ("default", "team-a", "team-b", "prod")
+CHUNK = 25
+PACE = 0.2  # about 2.5 s of arrivals: the kill strikes while they come
+KILLED = 1  # the shard whose leader is killed
+
+
+def cluster() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Nodes (some with FQDN names) and pods over several namespaces, half of them with
+    dotted names (several subject tokens)."""
+    nodes = [
+        make_node(f"n{i:02d}" + (".rack-a.example" if i % 3 == 0 else ""), cpu="8", memory="32Gi")
+        for i in range(NODES)
+    ]
+    pods = [
+        make_pod(
+            f"web.v{i % 3}.p-{i:04d}" if i % 2 else f"p-{i:04d}",
+            cpu="100m",
+            memory="64Mi",
+            namespace=NAMESPACES[i % len(NAMESPACES)],
+        )
+        for i in range(PODS)
+    ]
+    return nodes, pods
+
+
+async def consumers_by_lane(js: JetStreamContext) -> dict[str, list[str]]:
+    lanes: dict[str, list[str]] = {}
+    for info in await watcher_consumers(js):
+        lanes.setdefault(consumer_lane(info.name) or "?", []).append(info.name)
+    return lanes
+
+
+def pod_events(http_port: int) -> float:
+    """The pod events a watcher handled, by its /metrics."""
+    url = f"http://127.0.0.1:{http_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        lines = resp.read().decode().splitlines()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line.startswith("ksched_watcher_events_total{") and 'kind="pod"' in line
+    )
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("shards", [2, 3])
+async def test_every_pod_is_bound_once_and_a_killed_shard_leader_hands_over_its_shard_alone(
+    tmp_path: Path, shards: int
+) -> None:
+    nodes, pods = cluster()
+    owners = {
+        ShardMap(shards).pod_owner(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods
+    }
+    assert owners == set(range(shards))  # every shard has pods to handle
+    stack = make_test_stack(tmp_path / "stack")
+    stack.watcher_shards, stack.standbys = shards, 1
+    stack.env["KSCHED_LOG_LEVEL"] = "info"
+    with running(stack):
+        nc = await nats.connect(stack.nats_url, max_reconnect_attempts=-1)
+        js = nc.jetstream()
+        try:
+            tracker = PodTracker()
+            await tracker.start(nc)
+            before = await consumers_by_lane(js)
+            assert sorted(before) == [f"watcher.{s}" for s in range(shards)], before
+            leaders = {
+                s: await asyncio.to_thread(stack.leader, "watcher", s) for s in range(shards)
+            }
+            assert all(leaders.values()), leaders
+
+            async def kill(_: LocalStack) -> None:
+                killed = leaders[KILLED]
+                assert killed is not None
+                killed.proc.send_signal(signal.SIGKILL)
+
+            await publish_with_fault(
+                nc, stack, tracker, kill, (nodes, pods), chunk=CHUNK, pace=PACE
+            )
+            await assert_invariants(stack, tracker, nodes, pods)
+            after = await consumers_by_lane(js)
+            for s in range(shards):  # one consumer per shard; only the killed one's is new
+                lane = f"watcher.{s}"
+                assert len(after[lane]) == 1, after
+                assert (after[lane] == before[lane]) == (s != KILLED), (before, after)
+            for s in range(shards):  # the other shards' leaders led throughout
+                if s != KILLED:
+                    assert (await asyncio.to_thread(stack.leader, "watcher", s)) is leaders[s]
+            successor = await asyncio.to_thread(stack.leader, "watcher", KILLED)
+            assert successor is not None and successor is not leaders[KILLED]
+            # the kill struck mid-run: the successor had its shard's pods left to handle
+            assert await asyncio.to_thread(pod_events, successor.http_port) > 0
+        finally:
+            await nc.close()
