@@ -73,8 +73,12 @@ async def settle(
 
     while True:
         if await tracker.wait_until(all_decided, max(deadline - loop.time(), 0)):
-            commits = await read_commits(redis, pod_keys)
-            bound = {k: tracker.pods[k].node for k in pod_keys if tracker.pods[k].node}
+            # A pod deleted meanwhile (a preemption victim, under a churn that never
+            # stops) leaves the cache: compare the pods still there, or a workload
+            # evicting every 200 ms never gives one whole quiet comparison.
+            live = [k for k in pod_keys if not tracker.pods[k].deleted]
+            commits = await read_commits(redis, live)
+            bound = {k: tracker.pods[k].node for k in live if tracker.pods[k].node}
             if bound == {k: c.node for k, c in commits.items()} and all(
                 c.confirmed for c in commits.values()
             ):
