@@ -79,7 +79,6 @@ class Snapshot:
         self.incarnation = 0
         self._feed: list[bytes] = []  # node-change messages not applied yet
         self._stale: set[str] = set()  # nodes the feed could not bring: read from Redis
-        self._freed_in_place = False  # a change applied in place removed a pod
         # Nodes brought by the feed / read from Redis by refreshes (how well it serves).
         self.fed = 0
         self.read = 0
@@ -158,24 +157,28 @@ class Snapshot:
         """Apply the feed's messages received since the last refresh that follow what
         the snapshot holds (the synchronous part of `refresh`, which then asks Redis
         for the rest); returns how many nodes they changed."""
-        replaced, touched = self._take_feed()
+        replaced, touched, freed = self._take_feed()
         for name in replaced:
             touched.pop(name, None)
+        self.freed += freed
         self._update_in_place(touched)
         # now: the generation already counts them
         self._apply(list(replaced.items()), touched)
         return len(replaced) + len(touched)
 
-    def _take_feed(self) -> tuple[dict[str, NodeInfo | None], dict[str, bool]]:
+    def _take_feed(self) -> tuple[dict[str, NodeInfo | None], dict[str, bool], bool]:
         """The nodes the feed's messages change: messages of this incarnation that
         follow the generation held, in order, until one does not (a message missed:
         Redis has the rest). Advances the generation. Returns the nodes to put in place
-        of the snapshot's (new ones, None: gone), and those changed in place (a DELTA
-        applied to the snapshot's own NodeInfo) with whether what they count moved."""
+        of the snapshot's (new ones, None: gone), those changed in place (a DELTA
+        applied to the snapshot's own NodeInfo) with whether what they count moved, and
+        whether a change in place removed a pod."""
         messages, self._feed = self._feed, []
         out: dict[str, NodeInfo | None] = {}
         touched: dict[str, bool] = {}
         local: dict[str, list[str]] | None = None
+        stale = self._stale
+        freed_any = False
         for data in messages:
             msg = unpack(data)
             if msg["i"] != self.incarnation or msg["g"] <= self.generation:
@@ -190,8 +193,8 @@ class Snapshot:
                     out[name] = None
                 elif kind == FULL:
                     out[name] = self._decode(name, change[0], held)
-                elif held is None or held.generation != change[0] or name in self._stale:
-                    self._stale.add(name)  # the change is relative to another copy
+                elif held is None or held.generation != change[0] or name in stale:
+                    stale.add(name)  # the change is relative to another copy
                     continue
                 else:
                     if local is None:
@@ -205,11 +208,12 @@ class Snapshot:
                     )
                     if name not in out:  # else a NodeInfo this loop made: replaces still
                         touched[name] = touched.get(name, False) or moved
-                        self._freed_in_place = self._freed_in_place or freed
-                self._stale.discard(name)
+                        freed_any = freed_any or freed
+                if stale:
+                    stale.discard(name)
             self.generation = msg["g"]
         self.fed += len(out) + len(touched.keys() - out.keys())
-        return out, touched
+        return out, touched, freed_any
 
     def _update_in_place(self, touched: dict[str, bool]) -> None:
         """What the snapshot derives from the NodeInfos changed in place (`touched`:
@@ -217,8 +221,6 @@ class Snapshot:
         the snapshot's own objects, as a local assumption changes them: a cycle reads
         the snapshot only between awaits (`Snapshot.cluster()` each time), never across
         one, so nothing holds a copy that should have stayed as it was."""
-        self.freed += self._freed_in_place
-        self._freed_in_place = False
         if self._cluster is not None:
             self._cluster.pods_changed(touched)
         elif self._columns is not None:

@@ -485,10 +485,11 @@ class NodeInfo:
         Returns whether what the node counts may have moved (a pod other than
         re-versioned) and whether a pod it held is gone."""
         self.generation = generation
+        pods = self.pods
         moved = freed = False
         held = {}
-        for key in local:
-            pod = self.pods.get(key)
+        for key in local:  # usually none
+            pod = pods.get(key)
             if pod is not None:
                 held[key] = pod
                 self.remove_pod(key)
@@ -497,8 +498,10 @@ class NodeInfo:
             if self.remove_pod(key):
                 moved = freed = True
         for i, (key, version, slim) in enumerate(added):
-            current = self.pods.get(key)
-            known = current or held.get(key)
+            current = pods.get(key)
+            known = current or (held.get(key) if held else None)
+            if known is not None and known.version == version != 0:
+                continue  # held already (what _reuse would answer)
             pod = _reuse(known, version, slim, counted[i] if counted else None, key)
             if pod is current:
                 continue
@@ -515,7 +518,8 @@ class NodeInfo:
                 self.pods[key] = pod  # counted the same: nothing to recount
             else:
                 self.add_pod(pod)
-        freed = freed or any(key not in self.pods for key in held)
+        if held:
+            freed = freed or any(key not in pods for key in held)
         return moved, freed
 
 
