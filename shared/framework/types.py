@@ -499,9 +499,9 @@ class NodeInfo:
                 moved = freed = True
         for i, (key, version, slim) in enumerate(added):
             current = pods.get(key)
-            known = current or (held.get(key) if held else None)
-            if known is not None and known.version == version != 0:
+            if current is not None and current.version == version != 0:
                 continue  # held already (what _reuse would answer)
+            known = current or (held.get(key) if held else None)
             pod = _reuse(known, version, slim, counted[i] if counted else None, key)
             if pod is current:
                 continue

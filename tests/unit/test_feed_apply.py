@@ -2,9 +2,11 @@
 applied by Snapshot.apply_feed: pods counted from the numbers the delta carries, their
 NodeInfos changed in place, the columns rewritten only where counts moved) ends every
 write exactly as the nodes read whole from the records the cache stored in Redis
-(NodeInfo.from_record, what a refresh decodes), for random pod additions, removals,
-updates and bindings of pods with host ports, scalar and ephemeral resources, init
-containers, overhead and pod (anti-)affinity."""
+(NodeInfo.from_record, what a refresh decodes) plus the worker's own uncommitted
+assumptions, for random pod additions, removals, updates and bindings of pods with host
+ports, scalar and ephemeral resources, init containers, overhead and pod
+(anti-)affinity, and local assumptions committed (the reply before or after the
+feed's message) or forgotten."""
 
 from __future__ import annotations
 
@@ -88,14 +90,17 @@ def pod_specs(draw: st.DrawFn) -> dict[str, Any]:
     return spec
 
 
-# (op, node index, pod index, spec): add a new pod or a new content of one, remove
-# one, or re-version one (its binding seen).
+# (op, node index, pod index, spec, the commit's ack before its message): at the
+# cache, add a new pod or a new content of one, remove one, or re-version one (its
+# binding seen); at the worker, assume a pod locally, then the cache commits it, or the
+# worker forgets it.
 ops = st.lists(
     st.tuples(
-        st.sampled_from(["put", "put", "remove", "bind"]),
+        st.sampled_from(["put", "put", "remove", "bind", "assume", "commit", "forget"]),
         st.integers(0, len(NODES) - 1),
         st.integers(0, 5),
         pod_specs(),
+        st.booleans(),
     ),
     min_size=1,
     max_size=25,
@@ -128,14 +133,18 @@ class _Cache:
         asyncio.run(self.feed.publish(self.sink, INCARNATION))  # type: ignore[arg-type]
         return self.sink.sent[-1] if len(self.sink.sent) > before else None
 
+    def pod(self, name: str, node: str, spec: dict[str, Any]) -> PodInfo:
+        self.version += 1
+        raw = make_pod(name, node=node, labels={"app": "a"})
+        raw["spec"] |= spec
+        return PodInfo.of(raw, self.version)
+
     def change(self, op: str, node: str, pod: int, spec: dict[str, Any]) -> None:
         info = self.nodes[node]
         key = f"default/p{node}-{pod}"
         self.version += 1
         if op == "put":
-            raw = make_pod(f"p{node}-{pod}", node=node, labels={"app": "a"})
-            raw["spec"] |= spec
-            info.add_pod(PodInfo.of(raw, self.version))
+            info.add_pod(self.pod(f"p{node}-{pod}", node, spec))
         elif op == "remove":
             info.remove_pod(key)
         elif key in info.pods:
@@ -177,16 +186,38 @@ def test_fed_snapshot_equals_the_records_read_whole(changes: list[Any]) -> None:
     snap._apply(snap._decode_all(list(cache.records().items())))
     for res in RESOURCES:  # columns built now are kept up to date by every change
         snap.cluster().columns.requested(res)
-    for op, node, pod, spec in changes:
-        cache.change(op, NODES[node], pod, spec)
-        data = cache.write([NODES[node]])
+    local: dict[str, tuple[str, PodInfo]] = {}  # assumed here, not committed: key -> node, pod
+    for op, node, pod, spec, ack_first in changes:
+        name = NODES[node]
+        ack = None
+        if op == "assume":  # a pod of its own: never one the cache holds already
+            assumed = cache.pod(f"a{cache.version}", name, spec)
+            local[assumed.key] = (name, assumed)
+            snap.assume(assumed, name)
+        elif op in ("forget", "commit") and local:
+            key = next(iter(local))  # the oldest assumption: its own node, not `name`
+            name, assumed = local.pop(key)
+            if op == "forget":
+                snap.forget(assumed, name)
+            else:
+                cache.nodes[name].add_pod(assumed)  # the cache assumes the same pod
+                ack = key
+        elif op not in ("assume", "forget", "commit"):
+            cache.change(op, name, pod, spec)
+        data = cache.write([name])
         assert data is not None
+        if ack and ack_first:  # the commit's reply may come before the feed's message
+            snap.committed(ack, cache.generation)
         snap.receive(data)
         assert snap.apply_feed() == 1  # by the feed, not by Redis
-        fresh = {name: NodeInfo.from_record(unpack(rec)) for name, rec in cache.records().items()}
-        for name, info in fresh.items():
-            assert _counts(snap.nodes[name]) == _counts(info)
-        for p in snap.nodes[NODES[node]].pods.values():
+        if ack and not ack_first:
+            snap.committed(ack, cache.generation)
+        fresh = {n: NodeInfo.from_record(unpack(rec)) for n, rec in cache.records().items()}
+        for assumed_on, assumed in local.values():  # the worker counts its own too
+            fresh[assumed_on].add_pod(assumed)
+        for node_name, info in fresh.items():
+            assert _counts(snap.nodes[node_name]) == _counts(info)
+        for p in snap.nodes[name].pods.values():
             # what was counted from the delta is what parsing the pod gives
             assert p.resources == PodResources.of(p.raw)
             assert p.has_affinity == PodInfo.lazy(p.raw).has_affinity
