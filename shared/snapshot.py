@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
@@ -125,8 +126,7 @@ class Snapshot:
             # one turn of the loop first: without it, a change read from Redis here
             # arrives by the feed a moment later, and is dropped there.
             await asyncio.sleep(0)
-            fed = self._take_feed()
-            self._apply(list(fed.items()))  # now: the generation already counts them
+            fed = self.apply_feed()
             flat = await self._script(
                 keys=[
                     keys.CACHE_GENERATIONS,
@@ -138,7 +138,7 @@ class Snapshot:
             )
             incarnation = int(flat[0] or 0)
             if not incarnation:
-                return len(fed)  # Redis lost the cache's state; it is being written again
+                return fed  # Redis lost the cache's state; it is being written again
             changed = []
             generations = [self.generation, int(flat[1] or 0)]
             for i in range(2, len(flat), 3):
@@ -151,15 +151,34 @@ class Snapshot:
             self._stale.clear()
             self.read += len(changed)
             self._apply(self._decode_all(changed))
-            return len(fed) + len(changed)
+            return fed + len(changed)
 
-    def _take_feed(self) -> dict[str, NodeInfo | None]:
-        """The nodes the feed's messages change, as they are after them: messages of
-        this incarnation that follow the generation held, in order, until one does
-        not (a message missed: Redis has the rest). Advances the generation."""
+    def apply_feed(self) -> int:
+        """Apply the feed's messages received since the last refresh that follow what
+        the snapshot holds (the synchronous part of `refresh`, which then asks Redis
+        for the rest); returns how many nodes they changed."""
+        replaced, touched, freed = self._take_feed()
+        for name in replaced:
+            touched.pop(name, None)
+        self.freed += freed
+        self._update_in_place(touched)
+        # now: the generation already counts them
+        self._apply(list(replaced.items()), touched)
+        return len(replaced) + len(touched)
+
+    def _take_feed(self) -> tuple[dict[str, NodeInfo | None], dict[str, bool], bool]:
+        """The nodes the feed's messages change: messages of this incarnation that
+        follow the generation held, in order, until one does not (a message missed:
+        Redis has the rest). Advances the generation. Returns the nodes to put in place
+        of the snapshot's (new ones, None: gone), those changed in place (a DELTA
+        applied to the snapshot's own NodeInfo) with whether what they count moved, and
+        whether a change in place removed a pod."""
         messages, self._feed = self._feed, []
         out: dict[str, NodeInfo | None] = {}
+        touched: dict[str, bool] = {}
         local: dict[str, list[str]] | None = None
+        stale = self._stale
+        freed_any = False
         for data in messages:
             msg = unpack(data)
             if msg["i"] != self.incarnation or msg["g"] <= self.generation:
@@ -174,20 +193,38 @@ class Snapshot:
                     out[name] = None
                 elif kind == FULL:
                     out[name] = self._decode(name, change[0], held)
-                elif held is None or held.generation != change[0] or name in self._stale:
-                    self._stale.add(name)  # the change is relative to another copy
+                elif held is None or held.generation != change[0] or name in stale:
+                    stale.add(name)  # the change is relative to another copy
                     continue
                 else:
                     if local is None:
                         local = self._local_by_node()
-                    # pods assumed here are left out of a change made without them; a
-                    # copy from `out` has none (made by this loop)
-                    mine = local.get(name, ()) if name not in out else ()
-                    out[name] = held.with_changes(generation, change[1], change[2], mine)
-                self._stale.discard(name)
+                    # pods assumed here are left out of a change made without them (a
+                    # node this loop changed already has none left)
+                    mine = local.get(name, ()) if name not in out and name not in touched else ()
+                    counted = change[3] if len(change) > 3 else None  # a cache that sends it
+                    moved, freed = held.apply_changes(
+                        generation, change[1], change[2], mine, counted
+                    )
+                    if name not in out:  # else a NodeInfo this loop made: replaces still
+                        touched[name] = touched.get(name, False) or moved
+                        freed_any = freed_any or freed
+                if stale:
+                    stale.discard(name)
             self.generation = msg["g"]
-        self.fed += len(out)
-        return out
+        self.fed += len(out) + len(touched.keys() - out.keys())
+        return out, touched, freed_any
+
+    def _update_in_place(self, touched: dict[str, bool]) -> None:
+        """What the snapshot derives from the NodeInfos changed in place (`touched`:
+        name -> whether what they count moved; False: only pods' versions did). They are
+        the snapshot's own objects, as a local assumption changes them: a cycle reads
+        the snapshot only between awaits (`Snapshot.cluster()` each time), never across
+        one, so nothing holds a copy that should have stayed as it was."""
+        if self._cluster is not None:
+            self._cluster.pods_changed(touched)
+        elif self._columns is not None:
+            self._columns.update_pods(name for name, moved in touched.items() if moved)
 
     def _local_by_node(self) -> dict[str, list[str]]:
         """Keys of the pods assumed here and not yet seen in a record, by node."""
@@ -220,7 +257,15 @@ class Snapshot:
             for name, record in changed
         ]
 
-    def _apply(self, changed: list[tuple[str, NodeInfo | None]]) -> None:
+    def _apply(
+        self, changed: list[tuple[str, NodeInfo | None]], touched: Iterable[str] = ()
+    ) -> None:
+        """Put `changed` in place of the snapshot's NodeInfos, and the assumptions of
+        this worker back on them and on the nodes `touched` (changed in place)."""
+        if not changed:
+            if touched:
+                self._reapply_pending(set(touched))
+            return
         rebuild = False
         freed = False
         replaced = []
@@ -241,8 +286,6 @@ class Snapshot:
                 rebuild = True
             else:
                 replaced.append(info)
-        if not changed:
-            return
         self.freed += freed
         if rebuild or self._list is None:
             self._list = None
@@ -256,7 +299,7 @@ class Snapshot:
                         self._cluster = self._columns = None
                 elif self._columns is not None:
                     self._columns.replace(info)
-        self._reapply_pending({name for name, _ in changed})
+        self._reapply_pending({name for name, _ in changed}.union(touched))
 
     def _reapply_pending(self, changed: set[str]) -> None:
         """A node read from Redis lacks the pods this worker assumed on it but the cache

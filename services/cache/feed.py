@@ -13,12 +13,16 @@ with one entry per node the write changed:
 
     [name, generation, GONE]
     [name, generation, FULL, record]      the NodeInfo record the write stored
-    [name, generation, DELTA, base, added, removed]
+    [name, generation, DELTA, base, added, removed, counted]
 
 A DELTA is relative to the node as this feed last published it (its generation
 `base`): `added` the pods new or changed since ([key, version, slim], as the record
-lists them), `removed` the keys gone. A node is sent FULL the first time the feed
-publishes it (after a takeover, a whole write), and whenever its node object changed.
+lists them), `removed` the keys gone, and `counted` (parallel to `added`) what a
+NodeInfo counts of each added pod (PodInfo.counted_bytes: its resources and affinity
+flags, or None), so that a worker counts the pod without unpacking its slim form. A
+worker that predates `counted` reads the first six fields and parses. A node is sent
+FULL the first time the feed publishes it (after a takeover, a whole write), and
+whenever its node object changed.
 
 Redis stays the truth: a worker applies a message only when it follows what it holds
 (`p` ≤ its generation, same incarnation) and reads the rest from Redis, as before
@@ -140,10 +144,8 @@ class NodeFeed:
 
 def _delta(before: _Published, info: NodeInfo) -> list[Any]:
     known = before.pods
-    added = [
-        [key, pod.version, pod.slim_bytes]
-        for key, pod in info.pods.items()
-        if known.get(key) is not pod
-    ]
+    pods = [pod for key, pod in info.pods.items() if known.get(key) is not pod]
+    added = [[pod.key, pod.version, pod.slim_bytes] for pod in pods]
+    counted = [pod.counted_bytes for pod in pods]
     removed = [key for key in known if key not in info.pods]
-    return [info.name, info.generation, DELTA, before.generation, added, removed]
+    return [info.name, info.generation, DELTA, before.generation, added, removed, counted]

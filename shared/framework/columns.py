@@ -202,6 +202,40 @@ class NodeColumns:
         self.version += 1
         return True
 
+    def update_pods(self, names: Iterable[str]) -> None:
+        """Re-read what their pods make of the rows of nodes `names` (pod count, sums,
+        ports, pod counts), their node objects unchanged (a refresh applied pod changes
+        to their NodeInfos in place): one write per column for all of them, not one per
+        node and column, and nothing of the node object read again."""
+        rows = []
+        for name in names:
+            i = self.index.get(name)
+            if i is None:
+                continue
+            if self._row_nodes[i] is not self.infos[i].raw_node:
+                self.update(name)  # another node object: the whole row
+            else:
+                rows.append(i)
+        if not rows:
+            return
+        infos = [self.infos[i] for i in rows]
+        self.num_pods[rows] = [len(info.pods) for info in infos]
+        self.has_ports[rows] = [bool(info.used_ports) for info in infos]
+        self._put(self.nonzero_cpu, rows, [info.nonzero_cpu for info in infos])
+        self._put(self.nonzero_memory, rows, [info.nonzero_memory for info in infos])
+        for res, col in self._requested.items():
+            self._put(col, rows, [info.requested.get(res, 0) for info in infos])
+        for counts, counter in self._pod_counts.values():
+            counts[rows] = [counter(info) for info in infos]
+        self.version += 1
+
+    def _put(self, col: IntArray, rows: list[int], values: list[int]) -> None:
+        """col[rows] = values, each through `_amount` unless all are within what the
+        columns already hold (then `_amount` would change nothing)."""
+        if min(values) < 0 or max(values) > min(self.amount_bound, SAFE_AMOUNT):
+            values = [self._amount(v) for v in values]
+        col[rows] = values
+
     def reshaped(self, infos: Sequence[NodeInfo]) -> NodeColumns:
         """Columns over `infos` (nodes added, removed or reordered) that copy the row of
         every NodeInfo this one already holds (the same object) and read only the

@@ -137,6 +137,22 @@ class ClusterSnapshot:
         if self._columns is not None:
             self._columns.update(name)
 
+    def pods_changed(self, touched: dict[str, bool]) -> None:
+        """NodeInfos whose pods a refresh changed in place (name -> whether what they
+        count moved; False: only pods' versions did, a binding seen, and nothing the
+        snapshot derives from their sums changed: only the change log records them)."""
+        moved = []
+        for name, counted in touched.items():
+            info = self.by_name.get(name)
+            if info is None:
+                continue
+            self._log_change(name)
+            if counted:
+                self._index_affinity_pods(info)
+                moved.append(name)
+        if moved and self._columns is not None:
+            self._columns.update_pods(moved)
+
     def replace_node(self, info: NodeInfo) -> bool:
         """Put a new NodeInfo object in place of the one of the same name; False (and
         nothing changed) when the set of nodes would change: rebuild instead."""

@@ -75,21 +75,26 @@ class PodInfo:
     # on every read in Python 3.11; these are read for every pod on every node).
     __slots__ = (
         "_anti",
+        "_counted",
         "_key",
         "_pod",
         "_pod_affinity",
+        "_raw",
         "_slim",
         "derived",
-        "raw",
         "resources",
         "version",
     )
 
     def __init__(
-        self, pod: Pod | None, raw: dict[str, Any], resources: PodResources, version: int = 0
+        self,
+        pod: Pod | None,
+        raw: dict[str, Any] | None,
+        resources: PodResources,
+        version: int = 0,
     ):
         self._pod = pod  # None: parsed from `raw` on first use
-        self.raw = raw
+        self._raw = raw  # None: unpacked from `_slim` on first use (`counted`)
         self.resources = resources
         self.version = version  # stream sequence of the pod version, 0 if unknown
         self.derived: dict[str, Any] = {}
@@ -97,11 +102,21 @@ class PodInfo:
         self._slim: bytes | None = None
         self._pod_affinity: bool | None = None
         self._anti: bool | None = None
+        self._counted: bytes | None = None
 
     @classmethod
     def of(cls, raw: dict[str, Any], version: int = 0) -> PodInfo:
         """Validated now: a pod that enters the scheduler."""
         return cls(parse_pod(raw), raw, PodResources.of(raw), version)
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The pod as published (a pod of a node: its slim form)."""
+        raw = self._raw
+        if raw is None:
+            assert self._slim is not None  # `counted` sets it
+            raw = self._raw = unpack(self._slim)
+        return raw
 
     @property
     def pod(self) -> Pod:
@@ -146,11 +161,38 @@ class PodInfo:
             self._slim = pack(self.slim())
         return self._slim
 
+    @property
+    def counted_bytes(self) -> bytes | None:
+        """What a NodeInfo counts of the pod (its resources and affinity flags), packed:
+        the cache's node-change feed sends it beside the slim form, so that a worker
+        counts the pod without unpacking it (`counted`). None when an amount does not
+        fit msgpack (the worker then parses the slim form)."""
+        if self._counted is None:
+            res = self.resources
+            flags = (_AFFINITY if self.has_affinity else 0) | (
+                _ANTI if self.has_required_anti_affinity else 0
+            )
+            try:
+                self._counted = pack(
+                    [
+                        res.requests,
+                        res.nonzero_cpu,
+                        res.nonzero_memory,
+                        res.scored_cpu,
+                        res.scored_memory,
+                        [list(port) for port in res.host_ports],
+                        flags,
+                    ]
+                )
+            except (OverflowError, TypeError, ValueError):  # an amount beyond 64 bits
+                self._counted = b""
+        return self._counted or None
+
     def with_version(self, version: int) -> PodInfo:
         """The same pod at another version (bound, status updated): nothing re-parsed."""
-        copy = PodInfo(self._pod, self.raw, self.resources, version)
+        copy = PodInfo(self._pod, self._raw, self.resources, version)
         copy.derived = self.derived
-        copy._key, copy._slim = self._key, self._slim
+        copy._key, copy._slim, copy._counted = self._key, self._slim, self._counted
         copy._pod_affinity, copy._anti = self._pod_affinity, self._anti
         return copy
 
@@ -176,6 +218,38 @@ class PodInfo:
         info = cls.lazy(unpack(data), version)
         info._slim = data
         return info
+
+    @classmethod
+    def counted(cls, key: str, version: int, slim: bytes, counted: bytes) -> PodInfo:
+        """A pod of the cache's node-change feed, given what a NodeInfo counts of it
+        (`counted_bytes`): its slim form is unpacked only when something reads more
+        than that (a plugin reading its labels, say); most pods on nodes are only
+        counted."""
+        resources, affinity, anti = _counted_of(counted)
+        info = cls(None, None, resources, version)
+        info._key, info._slim, info._counted = key, slim, counted
+        info._pod_affinity, info._anti = affinity, anti
+        return info
+
+
+_AFFINITY, _ANTI = 1, 2  # counted_bytes' flags
+_COUNTED: dict[bytes, tuple[PodResources, bool, bool]] = {}  # shared, never mutated
+_COUNTED_MAX = 4096
+
+
+def _counted_of(data: bytes) -> tuple[PodResources, bool, bool]:
+    """counted_bytes read back; pods of one template share one result."""
+    known = _COUNTED.get(data)
+    if known is None:
+        requests, nz_cpu, nz_mem, sc_cpu, sc_mem, ports, flags = unpack(data)
+        resources = PodResources(
+            requests, nz_cpu, nz_mem, sc_cpu, sc_mem, tuple(tuple(p) for p in ports)
+        )
+        known = (resources, bool(flags & _AFFINITY), bool(flags & _ANTI))
+        if len(_COUNTED) >= _COUNTED_MAX:
+            _COUNTED.clear()
+        _COUNTED[data] = known
+    return known
 
 
 _SLIM_SPEC = (
@@ -395,29 +469,58 @@ class NodeInfo:
             info.remove_pod(key)
         return info
 
-    def with_changes(
-        self, generation: int, added: list[Any], removed: list[str], local: Iterable[str]
-    ) -> NodeInfo:
-        """A copy with a change the cache published (services/cache/feed.py): the pods
-        `removed` gone, the pods `added` ([key, version, packed slim pod], parsed only
-        when new) put in, and the pods `local` (assumed here, not in the cache's state
-        that the change is relative to) left out unless `added` has them."""
-        info = self.clone()
-        info.generation = generation
+    def apply_changes(
+        self,
+        generation: int,
+        added: list[Any],
+        removed: list[str],
+        local: Iterable[str],
+        counted: list[bytes | None] | None = None,
+    ) -> tuple[bool, bool]:
+        """Apply, in place, a change the cache published (services/cache/feed.py): the
+        pods `removed` gone, the pods `added` ([key, version, packed slim pod]) put in,
+        counted from `counted` (their `counted_bytes`, when the cache sent them) or
+        parsed, only when new, and the pods `local` (assumed here, not in the cache's
+        state that the change is relative to) left out unless `added` has them.
+        Returns whether what the node counts may have moved (a pod other than
+        re-versioned) and whether a pod it held is gone."""
+        self.generation = generation
+        pods = self.pods
+        moved = freed = False
         held = {}
-        for key in local:
-            pod = info.pods.get(key)
+        for key in local:  # usually none
+            pod = pods.get(key)
             if pod is not None:
                 held[key] = pod
-                info.remove_pod(key)
+                self.remove_pod(key)
+                moved = True
         for key in removed:
-            info.remove_pod(key)
-        for key, version, slim in added:
-            current = info.pods.get(key)
-            pod = _reuse(current or held.get(key), version, slim)
-            if pod is not current:
-                info.add_pod(pod)
-        return info
+            if self.remove_pod(key):
+                moved = freed = True
+        for i, (key, version, slim) in enumerate(added):
+            current = pods.get(key)
+            if current is not None and current.version == version != 0:
+                continue  # held already (what _reuse would answer)
+            known = current or (held.get(key) if held else None)
+            pod = _reuse(known, version, slim, counted[i] if counted else None, key)
+            if pod is current:
+                continue
+            if known is None or pod.slim_bytes is not known.slim_bytes:
+                moved = True  # new, or new content (a re-versioned pod shares its slim)
+            if current is None:
+                self.pods[key] = pod
+                self._account(pod, +1)
+            elif (
+                pod.resources is current.resources
+                and pod.has_affinity == current.has_affinity
+                and pod.has_required_anti_affinity == current.has_required_anti_affinity
+            ):
+                self.pods[key] = pod  # counted the same: nothing to recount
+            else:
+                self.add_pod(pod)
+        if held:
+            freed = freed or any(key not in pods for key in held)
+        return moved, freed
 
 
 def _copy(counter: Counter[Any]) -> Counter[Any]:
@@ -428,10 +531,18 @@ def _copy(counter: Counter[Any]) -> Counter[Any]:
     return copy
 
 
-def _reuse(known: PodInfo | None, version: int, slim: bytes) -> PodInfo:
+def _reuse(
+    known: PodInfo | None,
+    version: int,
+    slim: bytes,
+    counted: bytes | None = None,
+    key: str = "",
+) -> PodInfo:
     if known is not None:
         if known.version == version != 0:
             return known
         if known.slim_bytes == slim:  # the same pod content, e.g. now bound
             return known if known.version == version else known.with_version(version)
+    if counted:
+        return PodInfo.counted(key, version, slim, counted)
     return PodInfo.of_slim(slim, version)
