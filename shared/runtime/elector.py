@@ -39,6 +39,16 @@ UNANSWERED = (
     NoStreamResponseError,
     ServiceUnavailableError,
 )
+# A try that failed with one of these heard nothing from the bucket (unanswered, or the
+# connection to it down): no verdict against the holder (runtime/lease.py Lease.failed).
+SILENT = (
+    *UNANSWERED,
+    OSError,  # TimeoutError included: the try's budget spent on reads nobody answered
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.NoServersError,
+    nats.errors.StaleConnectionError,
+)
 
 
 @dataclass
@@ -111,7 +121,7 @@ class LeaderElector:
             raise
         except Exception as err:
             log.warning("%s lease: try failed: %s", self.service, str(err) or type(err).__name__)
-            self.lease.failed(time.monotonic())
+            self.lease.failed(time.monotonic(), started if isinstance(err, SILENT) else None)
 
     async def _attempt(self, get: GetClients, started: float) -> None:
         """kube's tryAcquireOrRenew: read, decide, compare-and-set."""
@@ -193,6 +203,25 @@ class LeaderElector:
                 log.info("%s: leading with epoch %d", self.service, self.lease.epoch)
                 return
             await asyncio.sleep(self.lease.next_try_in(time.monotonic()))
+
+    async def fence_raised(self) -> None:
+        """Before a new leader serves: its epoch in Redis, asked until it lands (the
+        raise at acquisition is let go when Redis is away). A predecessor that kept its
+        lease through a silent lease store (runtime/lease.py) may still be writing; from
+        here on Redis refuses its writes, so nothing it writes lands after this leader
+        has read its state. Fenced (a newer epoch exists): this leader is deposed."""
+        delay = self.lease.config.retry_period / 2
+        while not self.lost.is_set():
+            try:
+                await raise_epoch(self.clients.redis, self.service, self.lease.epoch)
+                return
+            except Fenced as err:
+                log.error("%s lease: redis knows a newer epoch: %s", self.service, err)
+                self.fence()
+                return
+            except Exception as err:
+                log.warning("%s lease: raising redis's epoch failed: %s", self.service, err)
+                await _set_within(self.lost, delay)
 
     async def hold(self) -> None:
         """Renew every retry period; return once the lease is lost."""

@@ -173,6 +173,7 @@ class Runtime:
             await self.elector.acquire()
             self.leader_status.labels(self.settings.service).set(1)
             self.holding = asyncio.create_task(self.elector.hold())
+            await self.elector.fence_raised()
 
     async def _stop_holding(self) -> None:
         """Stop renewing (the renewal thread's last try ends first)."""
