@@ -12,19 +12,22 @@ import asyncio
 import signal
 
 import pytest
-import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 
-from shared.api.models import key_of
 from shared.runtime.lease import LEADER_ELECTED
 from shared.runtime.leasestore import LeaseStore
 from shared.tools.devstack import LocalStack
-from shared.tools.invariants import audit
-from shared.tools.observe import settle
 from shared.tools.synthetic import make_pod
 from tests.conftest import SHORT_ELECTION
 from tests.e2e.kills import publish_until_bound
-from tests.e2e.test_nats_cluster import NODES, PODS, cluster_of, cnc, lease_bucket_leader
+from tests.e2e.test_nats_cluster import (
+    NODES,
+    PODS,
+    all_bound_once,
+    cluster_of,
+    cnc,
+    lease_bucket_leader,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -60,18 +63,5 @@ async def test_leaders_keep_their_leases_while_the_lease_store_is_silent(
     finally:
         victim.proc.send_signal(signal.SIGCONT)
     await asyncio.wait_for(publishing, 120)
-
-    keys = [key_of(p) for p in pods]
-    everyone = await tracker.wait_until(lambda t: all(k in t.bound() for k in keys), timeout=120)
-    bound = tracker.bound()
-    assert everyone, f"{len(bound)} of {PODS} bound"
-    redis = aioredis.from_url(cluster_stack.redis_url)
-    try:
-        commits = await settle(tracker, redis, keys, timeout=60)
-    finally:
-        await redis.aclose()
-    assert all(v.bind_count == 1 for v in tracker.pods.values()), "a pod was bound twice"
-    assert {k: c.node for k, c in commits.items()} == bound
-    report = audit(NODES, {key_of(p): p for p in pods}, bound)
-    assert report.ok, report.lines()[:10]
+    await all_bound_once(cluster_stack, tracker, pods)
     assert await epochs(store) == before, "a leader lost its lease while the store was silent"
