@@ -101,6 +101,11 @@ class LeaderElector:
         self.lost = asyncio.Event()
         self._renewer = renewer
         self._stalled = stalled
+        # When the running try last asked the bucket (its read, sent again every half
+        # retry period): an unanswered try keeps the lease current from there
+        # (runtime/lease.py Lease.failed), not from when it began, so that the next try
+        # starts well within the deadline it leaves.
+        self._asked = 0.0
 
     async def _loop_clients(self) -> LeaseClients:
         return self.clients
@@ -113,7 +118,7 @@ class LeaderElector:
             self.lost.set()
 
     async def _try(self, clients: GetClients) -> None:
-        started = time.monotonic()
+        started = self._asked = time.monotonic()
         budget = max(self.lease.budget(started), 0.1)
         try:
             await asyncio.wait_for(self._attempt(clients, started), budget)
@@ -121,7 +126,7 @@ class LeaderElector:
             raise
         except Exception as err:
             log.warning("%s lease: try failed: %s", self.service, str(err) or type(err).__name__)
-            self.lease.failed(time.monotonic(), started if isinstance(err, SILENT) else None)
+            self.lease.failed(time.monotonic(), self._asked if isinstance(err, SILENT) else None)
 
     async def _attempt(self, get: GetClients, started: float) -> None:
         """kube's tryAcquireOrRenew: read, decide, compare-and-set."""
@@ -152,7 +157,7 @@ class LeaderElector:
         asking: set[asyncio.Task[tuple[LeaseRecord | None, int]]] = set()
         try:
             while True:
-                asked = time.monotonic()
+                asked = self._asked = time.monotonic()
                 asking.add(asyncio.create_task(store.read(self.service)))
                 while (left := asked + pace - time.monotonic()) > 0:
                     if not asking:  # all refused at once (no leader yet): pace them

@@ -26,7 +26,7 @@ revision moved (outraced).
 
 - a silent store: a leader whose tries the bucket leaves unanswered (no answer, no
   responder, 503: e.g. the bucket electing its Raft leader, 4-9 s) keeps its lease
-  past the renew deadline for as long as it keeps asking, each unanswered try sent
+  past the renew deadline for as long as it keeps asking, each unanswered ask made
   while current keeping it current for a renew deadline more; a standby that met the
   silence too gives the holder the margin between renew deadline and lease duration
   to renew once the store answers again. Nobody can be handed a new term while the
@@ -297,10 +297,12 @@ class Lease:
 
     def failed(self, now: float, unanswered_since: float | None = None) -> None:
         """A try that reached no verdict: a leader keeps its role until the renew
-        deadline passes. `unanswered_since`: when the try was sent, if the store left it
-        unanswered (no answer, no responder, 503) rather than failing otherwise; sent
-        while this lease was current, it keeps the lease current for a renew deadline
-        from then: while the store does not answer, nobody is handed a new term."""
+        deadline passes. `unanswered_since`: when the try last asked the store, if the
+        store left it unanswered (no answer, no responder, 503) rather than failing
+        otherwise; asked while this lease was current, it keeps the lease current for a
+        renew deadline from then: while the store does not answer, nobody is handed a
+        new term. (From the last ask, not the try's start: a try may last until its
+        deadline, and the next one, a retry period later, must find the lease current.)"""
         if unanswered_since is not None:
             self._met_silence = True
             if self.current(unanswered_since):
