@@ -102,9 +102,8 @@ class LeaderElector:
         self._renewer = renewer
         self._stalled = stalled
         # When the running try last asked the bucket (its read, sent again every half
-        # retry period): an unanswered try keeps the lease current from there
-        # (runtime/lease.py Lease.failed), not from when it began, so that the next try
-        # starts well within the deadline it leaves.
+        # retry period): what an unanswered try that overran its budget keeps the lease
+        # current from (runtime/lease.py Lease.failed).
         self._asked = 0.0
 
     async def _loop_clients(self) -> LeaseClients:
@@ -126,7 +125,14 @@ class LeaderElector:
             raise
         except Exception as err:
             log.warning("%s lease: try failed: %s", self.service, str(err) or type(err).__name__)
-            self.lease.failed(time.monotonic(), self._asked if isinstance(err, SILENT) else None)
+            ended = time.monotonic()
+            if not isinstance(err, SILENT):
+                self.lease.failed(ended)
+                return
+            # Silent until it ended, unless it overran its budget (the thread was frozen
+            # or starved mid-try): then only its last ask is known to be in time.
+            overran = ended - started > budget + self.lease.config.retry_period / 2
+            self.lease.failed(ended, started, self._asked if overran else ended)
 
     async def _attempt(self, get: GetClients, started: float) -> None:
         """kube's tryAcquireOrRenew: read, decide, compare-and-set."""

@@ -295,18 +295,26 @@ class Lease:
         self._lose(because)
         self.holder = ""
 
-    def failed(self, now: float, unanswered_since: float | None = None) -> None:
+    def failed(
+        self,
+        now: float,
+        unanswered_since: float | None = None,
+        unanswered_until: float | None = None,
+    ) -> None:
         """A try that reached no verdict: a leader keeps its role until the renew
-        deadline passes. `unanswered_since`: when the try last asked the store, if the
-        store left it unanswered (no answer, no responder, 503) rather than failing
-        otherwise; asked while this lease was current, it keeps the lease current for a
-        renew deadline from then: while the store does not answer, nobody is handed a
-        new term. (From the last ask, not the try's start: a try may last until its
-        deadline, and the next one, a retry period later, must find the lease current.)"""
+        deadline passes. `unanswered_since` .. `unanswered_until`: when the store left
+        the try unanswered (no answer, no responder, 503) rather than failing otherwise,
+        from when it was sent until when it was given up (the elector says `until` only
+        for a try that ran no longer than its budget: a thread frozen mid-try gives its
+        last ask). Sent while this lease was current, it keeps the lease current for a
+        renew deadline from `until`: while the store does not answer, nobody is handed
+        a new term. (Not from the try's start: a try may last until its deadline, and
+        the next one, a retry period later, must find the lease current.)"""
         if unanswered_since is not None:
             self._met_silence = True
             if self.current(unanswered_since):
-                self.silent_at = max(self.silent_at, unanswered_since)
+                heard = unanswered_since if unanswered_until is None else unanswered_until
+                self.silent_at = max(self.silent_at, heard)
         if self.role is Role.LEADING and not self.current(now):
             # e.g. the lease bucket without a Raft leader (its server died): nats-server
             # elects the next one 4-9 s later, past a renew deadline shorter than that

@@ -372,3 +372,18 @@ def test_the_holder_renews_before_a_standby_that_met_the_silence_takes_over() ->
     assert ours.current(renewal_at)
     for tick in range(int(back * 10), int(renewal_at * 10) + 1):
         assert not standby.read(tick / 10, ours.record, ours.revision), tick / 10
+
+
+def test_tries_that_each_hang_until_their_budget_keep_the_lease() -> None:
+    """The elector's cadence: a try a retry period after the last, each left unanswered
+    until its budget runs out (a write sent as the bucket lost its leader: sent once,
+    never asked again). Counted from when each was sent, the next try would start just
+    at the deadline and keep nothing (a chaos-hosts run lost leases so at a heal)."""
+    lease = leader(0)
+    now = 0.0
+    for _ in range(10):
+        sent = now + lease.next_try_in(now)
+        now = sent + max(lease.budget(sent), 0.1)
+        lease.failed(now, unanswered_since=sent, unanswered_until=now)
+        assert lease.leading, (sent, lease.lost_because)
+    assert now > 3 * CONFIG.renew_deadline
