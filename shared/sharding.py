@@ -139,7 +139,7 @@ class WatcherShard:
             namespace, _, name = subject[len(_PODS) :].partition(".")
             if not namespace or not name:
                 return self.shard == 0  # malformed: shard 0 refuses it, once
-            return _pod_owner(self.shards, namespace, name.split(".", 1)[0]) == self.shard
+            return _pod_owner(self.shards, namespace, name) == self.shard
         if subject.startswith(_PRIORITYCLASSES):
             return True
         return self.shard == 0
@@ -156,10 +156,10 @@ UNSHARDED = WatcherShard()
 
 
 @lru_cache(maxsize=1 << 16)
-def _pod_owner(shards: int, namespace: str, first: str) -> int:
+def _pod_owner(shards: int, namespace: str, name: str) -> int:
     """A pod's shard, remembered: its events come several times (added, bound,
     deleted) and the hash in Python costs a few µs."""
-    return ShardMap(shards).owner(partition((namespace, first)))
+    return ShardMap(shards).pod_owner(namespace, name)
 
 
 _PODS = f"{PODS_PREFIX}."

@@ -320,21 +320,21 @@ class QueueService:
         limit = max(1, min(int(body.get("max", 1)), MAX_POP))
         wait = max(0, min(int(body.get("wait_ms", 0)), MAX_POP_WAIT_MS)) / 1000
         deadline = time.monotonic() + wait
-        reported = "reports" in body
-        if reported:
+        extra: dict[str, Any] = {}  # the reports' answer, when the pop carries them
+        if "reports" in body:
             accepted, failed = self._apply_reports(body)
-            extra: dict[str, Any] = {"accepted": accepted, "failed": failed}
+            extra = {"accepted": accepted, "failed": failed}
         while True:
             popped = self.q.pop(limit, ReplyBudget(body_limit(self.rt.nc.max_payload)).fits)
             if popped:
                 at = time.time()
                 await self.flusher.flush()
-                return self._pop_reply(popped, popped=at, **(extra if reported else {}))
+                return self._pop_reply(popped, popped=at, **extra)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.stopping.is_set():
-                if reported:
+                if extra:
                     await self.flusher.flush()
-                return self._pop_reply([], **(extra if reported else {}))
+                return self._pop_reply([], **extra)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), remaining)
 

@@ -39,7 +39,7 @@ from shared.runtime import failpoints, metrics
 from shared.runtime.failures import Failure, record_failure
 from shared.runtime.framework_metrics import record_frameworks
 from shared.runtime.informer import watch_owners
-from shared.runtime.retry import Stopped, retry_forever
+from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request
 from shared.runtime.service import Runtime
 from shared.snapshot import Snapshot
@@ -160,16 +160,10 @@ class Worker:
                     await asyncio.sleep(0.5)
         # stopping: unreported attempts lapse at the queue (its attempt lease) and go out
         # again, as after a crash; retrying them through the shutdown grace helps nobody
-        unreported = pops.unreported
-        if unreported.reports:
+        if pops.unreported.reports:
             try:
-                await retry_forever(
-                    "report to queue",
-                    lambda: report(self.rt.nc, unreported),
-                    max_delay=1.0,
-                    until=self.stopping,
-                )
-            except Stopped as err:
+                await report(self.rt.nc, pops.unreported)
+            except Exception as err:
                 log.warning("reports given up while stopping: %s", err)
 
     async def _idle_refresh(self) -> None:
@@ -223,7 +217,7 @@ class Worker:
         self, queued: list[QueuedPod], stamps: Stamps | None = None
     ) -> Outcomes:
         """`stamps`: the batch's stage times so far, carried on to the bindings. The
-        reports, for the queue: they ride on the lane's next pop (`_pop`)."""
+        reports, for the queue: they ride on the lane's next pop (`Pops.pop`)."""
         start = time.perf_counter()
         await self.snapshot.refresh()
         freed = self.snapshot.freed

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from shared.tools.bench.report import save_chart
+
 
 @dataclass(frozen=True)
 class Costs:
@@ -176,10 +178,7 @@ def draw(path: Path, machines: Sequence[int], curves: Sequence[tuple[str, list[f
     )
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    return path
+    return save_chart(fig, path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

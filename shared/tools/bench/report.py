@@ -172,7 +172,7 @@ def charts(
     )
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    paths.append(_save(fig, out_dir / "throughput.png"))
+    paths.append(save_chart(fig, out_dir / "throughput.png"))
     if scaling:
         fig, ax = plt.subplots(figsize=(6, 4))
         workers = [str(r.workers) for r in scaling]
@@ -191,7 +191,7 @@ def charts(
             xlabel="workers", ylabel="pods/s", title=f"{scaling[0].workload}: scaling with workers"
         )
         ax.legend(fontsize=8)
-        paths.append(_save(fig, out_dir / "scaling.png"))
+        paths.append(save_chart(fig, out_dir / "scaling.png"))
     return paths
 
 
@@ -206,7 +206,7 @@ def _rates(
     return xs, ys
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save_chart(fig: Any, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
