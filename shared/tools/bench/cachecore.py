@@ -14,7 +14,6 @@ fenced write (docs/scale.md §1, `python -m shared.tools.bench.singletons cache`
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import time
@@ -32,6 +31,7 @@ from shared.framework.profile_map import ProfileMap
 from shared.framework.runtime import Framework
 from shared.framework.types import PodInfo
 from shared.plugins import REGISTRY
+from shared.tools.bench.door import rounds_args
 from shared.tools.bench.feedapply import FeedSink
 from shared.tools.synthetic import make_node, make_pod
 from shared.wire import pack
@@ -127,20 +127,20 @@ def run(pods: int, batch: int) -> dict[str, float]:
     return {phase: s / pods for phase, s in core.seconds.items()}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pods", type=int, default=6000)
-    parser.add_argument("--batch", type=int, default=60)
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
-    runs = [run(args.pods, args.batch) for _ in range(args.runs)]
+def summary(runs: list[dict[str, float]], pods: int, batch: int) -> str:
+    """The run of least CPU in all, by phase, in µs per pod; every run's total."""
     best = min(runs, key=lambda r: sum(r.values()))
     phases = ", ".join(f"{p} {best[p] * 1e6:.1f}" for p in PHASES)
     totals = ", ".join(f"{sum(r.values()) * 1e6:.1f}" for r in runs)
-    print(
-        f"cache core: {args.pods} pods on {NODES} nodes in rounds of {args.batch}: "
+    return (
+        f"cache core: {pods} pods on {NODES} nodes in rounds of {batch}: "
         f"min {sum(best.values()) * 1e6:.1f} µs of CPU per pod ({phases}; runs: {totals})"
     )
+
+
+def main() -> int:
+    args = rounds_args(__doc__, pods=6000, batch=60)
+    print(summary([run(args.pods, args.batch) for _ in range(args.runs)], args.pods, args.batch))
     return 0
 
 

@@ -87,12 +87,17 @@ def per_event(pods: int, batch: int) -> float:
     return (time.process_time() - before) / len(msgs)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pods", type=int, default=4000)
-    parser.add_argument("--batch", type=int, default=100)
+def rounds_args(doc: str, pods: int, batch: int) -> argparse.Namespace:
+    """--pods, --batch and --runs of a one-process bench of a service's own work."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--pods", type=int, default=pods)
+    parser.add_argument("--batch", type=int, default=batch)
     parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = rounds_args(__doc__, pods=4000, batch=100)
     runs = [per_event(args.pods, args.batch) * 1e6 for _ in range(args.runs)]
     shown = ", ".join(f"{r:.1f}" for r in runs)
     print(
