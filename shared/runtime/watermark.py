@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -303,13 +303,22 @@ class Takeover:
             log.info("no %s state in Redis yet: building it from the log", service)
 
 
-async def state_at_takeover(js: JetStreamContext, redis: aioredis.Redis, service: str) -> Takeover:
+async def state_at_takeover(
+    js: JetStreamContext,
+    redis: aioredis.Redis,
+    service: str,
+    *,
+    watcher_lanes: Container[str] | None = None,
+) -> Takeover:
     """What a new leader of `service` finds: a new incarnation, and whether Redis still
     holds the state its predecessor wrote. The watcher acks nothing meanwhile (this
-    service does not serve), so the ack floor read stands."""
+    service does not serve), so the ack floor read stands. `watcher_lanes`: the watcher
+    lanes whose events make its state (None: every lane), e.g. a queue shard's one."""
     first = not await had_incarnation(js, service)
     incarnation = await new_incarnation(js, service)
     acked = acked_by_lane(await watcher_consumers(js))
+    if watcher_lanes is not None:
+        acked = {lane: seq for lane, seq in acked.items() if lane in watcher_lanes}
     marker = await read_marker(redis, service)
     lost = None if first else lost_at_takeover(marker, acked)
     return Takeover(incarnation, marker, first, lost)

@@ -47,7 +47,7 @@ def loss_stack(workdir: Path, *, persist: bool = False, watcher_shards: int = 1)
     (a leader that loses its lease with the data hands over)."""
     stack = make_test_stack(workdir)
     stack.standbys = 1
-    stack.watcher_shards = watcher_shards
+    stack.shards = watcher_shards
     stack.persist = persist
     stack.env["KSCHED_LOG_LEVEL"] = "info"
     return stack

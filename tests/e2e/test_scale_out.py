@@ -128,7 +128,7 @@ def key(pod: dict[str, Any]) -> str:
 def scale_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     workdir: Path = tmp_path_factory.mktemp("scale") / "stack"
     stack = LocalStack(workdir, workers=4, binders=2, env={"KSCHED_LOG_LEVEL": "warning"})
-    stack.watcher_shards = int(os.environ.get("KSCHED_TEST_WATCHER_SHARDS", "1"))
+    stack.shards = int(os.environ.get("KSCHED_TEST_WATCHER_SHARDS", "1"))
     try:
         stack.start_servers()
         stack.start_services()
