@@ -98,6 +98,13 @@ def lost_at_takeover(marker: Marker, acked: Mapping[str, int]) -> str | None:
     return None
 
 
+def only_lanes(acked: Mapping[str, int], lanes: Container[str] | None) -> dict[str, int]:
+    """The ack floors of the watcher lanes whose events make a state (None: every lane):
+    a queue shard's pods come from its own watcher shard, the others send it moves only,
+    with no `through`, so their floors say nothing of what it applied."""
+    return {lane: seq for lane, seq in acked.items() if lanes is None or lane in lanes}
+
+
 def lost_while_leading(marker: Marker, incarnation: int, writes: int) -> str | None:
     """Why the leader's state in Redis is no longer what it wrote (None: it is)."""
     if not marker.incarnation:
@@ -316,9 +323,7 @@ async def state_at_takeover(
     lanes whose events make its state (None: every lane), e.g. a queue shard's one."""
     first = not await had_incarnation(js, service)
     incarnation = await new_incarnation(js, service)
-    acked = acked_by_lane(await watcher_consumers(js))
-    if watcher_lanes is not None:
-        acked = {lane: seq for lane, seq in acked.items() if lane in watcher_lanes}
+    acked = only_lanes(acked_by_lane(await watcher_consumers(js)), watcher_lanes)
     marker = await read_marker(redis, service)
     lost = None if first else lost_at_takeover(marker, acked)
     return Takeover(incarnation, marker, first, lost)
