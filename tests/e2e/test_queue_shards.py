@@ -15,9 +15,10 @@ import redis.asyncio as aioredis
 
 from shared import keys
 from shared.runtime.watermark import read_marker
-from shared.sharding import QueueShard
-from shared.tools.client import PodTracker
+from shared.sharding import QueueShard, pod_key_owner
+from shared.tools.client import PodTracker, publish_all, publish_pod
 from shared.tools.devstack import running
+from shared.tools.synthetic import make_node, make_pod
 from tests.conftest import make_test_stack
 from tests.e2e.test_watcher_shards import cluster, metric_total, run_with_kill
 
@@ -70,4 +71,54 @@ async def test_a_killed_queue_shard_leader_hands_over_its_shard_alone(
             assert await asyncio.to_thread(incoming_pods, successor.http_port) > 0
         finally:
             await redis.aclose()
+            await nc.close()
+
+
+def name_in_shard(prefix: str, shard: int, shards: int) -> str:
+    """A pod name in namespace default whose queue shard is `shard`."""
+    return next(
+        f"{prefix}-{i}"
+        for i in range(1000)
+        if pod_key_owner(shards, f"default/{prefix}-{i}") == shard
+    )
+
+
+@pytest.mark.timeout(180)
+async def test_a_nomination_on_one_shard_keeps_its_room_from_another_shard_s_pod(
+    tmp_path: Path,
+) -> None:
+    """Preemption across queue shards: the preemptor (shard 0) is nominated to the node
+    its victim leaves; a lower-priority pod of shard 1 that would fit there must not take
+    that room (workers merge every shard's nominated pods; the cache refuses the rest)."""
+    high, sneaky = name_in_shard("high", 0, 2), name_in_shard("sneaky", 1, 2)
+    stack = make_test_stack(tmp_path / "stack")
+    stack.shards = 2
+    with running(stack):
+        nc = await nats.connect(stack.nats_url)
+        try:
+            js = nc.jetstream()
+            tracker = PodTracker()
+            await tracker.start(nc)
+            await publish_all(js, [make_node("only", cpu="1", memory="16Gi")])
+            low = [make_pod(f"low-{i}", cpu="500m", priority=0, node="only") for i in range(2)]
+            await publish_all(js, low)
+            assert await tracker.wait_until(lambda t: len(t.bound()) == 2, timeout=15)
+
+            await publish_pod(js, make_pod(high, cpu="500m", priority=1000))
+            nominated = f"default/{high}"
+            assert await tracker.wait_until(
+                lambda t: (p := t.pods.get(nominated)) is not None and p.nominated == "only",
+                timeout=15,
+            )
+            await publish_pod(js, make_pod(sneaky, cpu="500m", priority=0))
+            assert await tracker.wait_until(
+                lambda t: (
+                    t.bound().get(nominated) == "only" and f"default/{sneaky}" in t.unschedulable()
+                ),
+                timeout=30,
+            ), (tracker.pods.get(nominated), tracker.pods.get(f"default/{sneaky}"))
+            assert f"default/{sneaky}" not in tracker.bound()
+            assert len(tracker.deleted()) == 1
+            assert tracker.pods[nominated].bind_count == 1
+        finally:
             await nc.close()
