@@ -9,6 +9,10 @@ the pending pods on a nats.micro inspection service (inspect.py).
 A new leader takes the queue over from Redis, or rebuilds it from the log when Redis
 lost it (runtime/watermark.py, rebuild.py); a leader whose writes find Redis lost
 them writes the whole queue again, as a new incarnation.
+
+With KSCHED_SHARDS > 1 the instance is one queue shard (shared/sharding.py QueueShard):
+the pods of its watcher shard's partitions, under its own lease, keys, subjects and
+state marker; every name above is its own, and other shards are never touched.
 """
 
 from __future__ import annotations
