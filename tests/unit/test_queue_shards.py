@@ -4,9 +4,11 @@ and binders route to the shards."""
 
 from __future__ import annotations
 
+import nats
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from nats.aio.msg import Msg
 
 from services.watcher.outbound import Outbound
 from services.worker.pops import lane_batch, lane_shards
@@ -17,8 +19,18 @@ from shared.routing import move
 from shared.runtime.settings import Settings
 from shared.runtime.watermark import Marker, lost_at_takeover, only_lanes
 from shared.sharding import QueueShard, WatcherShard, by_pod_owner, pod_key_owner, queue_shards
-from shared.subjects import QUEUE_EVENTS, QUEUE_NOMINATED, QUEUE_PENDING, QUEUE_POP, QUEUE_REPORT
-from shared.wire import unpack
+from shared.subjects import (
+    QUEUE_EVENTS,
+    QUEUE_NOMINATED,
+    QUEUE_PENDING,
+    QUEUE_POP,
+    QUEUE_REPORT,
+    QUEUE_STATS,
+)
+from shared.tools.cli.live import Instance
+from shared.tools.cli.top import queue_counts, stats_subjects
+from shared.tools.servers import Server
+from shared.wire import dump_json, unpack
 
 LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?", fullmatch=True)
 NAME = st.lists(LABEL, min_size=1, max_size=3).map(".".join)  # dotted names too
@@ -135,3 +147,36 @@ def test_a_queue_shard_s_takeover_judges_its_own_watcher_lane_only() -> None:
     assert lost_at_takeover(marker, only_lanes(acked, {"watcher.0"})) is None
     assert lost_at_takeover(marker, only_lanes({"watcher.0": 11}, {"watcher.0"})) is not None
     assert only_lanes(acked, None) == acked
+
+
+def queue_instance(stats: str | None) -> Instance:
+    endpoints = {"stats": stats} if stats else {}
+    return Instance("queue", stats or "standby", "v", "h", "1", endpoints=endpoints)
+
+
+def test_top_asks_every_queue_shard_leader_for_its_counts() -> None:
+    one = [queue_instance(QUEUE_STATS), queue_instance(None)]
+    assert stats_subjects(one) == [QUEUE_STATS]
+    sharded = [queue_instance(QueueShard(2, s).subject(QUEUE_STATS)) for s in (1, 0)]
+    assert stats_subjects([*sharded, queue_instance(None)]) == [
+        "ksched.internal.queue.0.stats",
+        "ksched.internal.queue.1.stats",
+    ]
+    assert stats_subjects([queue_instance(None)]) == [QUEUE_STATS]  # standby only: ask
+    assert stats_subjects([]) == []
+
+
+async def test_top_sums_the_shards_counts(nats_server: Server) -> None:
+    nc = await nats.connect(f"nats://127.0.0.1:{nats_server.port}")
+    try:
+        for s, active in ((0, 3), (1, 4)):
+
+            async def answer(msg: Msg, active: int = active) -> None:
+                await msg.respond(dump_json({"counts": {"active": active, "backoff": 1}}))
+
+            await nc.subscribe(QueueShard(2, s).subject(QUEUE_STATS), cb=answer)
+        subjects = [QueueShard(2, s).subject(QUEUE_STATS) for s in range(2)]
+        assert await queue_counts(nc, subjects) == {"active": 7, "backoff": 2}
+        assert await queue_counts(nc, ["ksched.internal.queue.9.stats"]) == {}  # none answers
+    finally:
+        await nc.close()
