@@ -37,7 +37,7 @@ def watcher() -> Watcher:
     """A watcher whose runtime has what the handler reads, and no connection."""
     rt = SimpleNamespace(
         config=SchedulerConfiguration(),
-        settings=SimpleNamespace(watcher_shard=WatcherShard()),
+        settings=SimpleNamespace(watcher_shard=WatcherShard(), shards=1),
         registry=CollectorRegistry(),
     )
     return Watcher(cast(Runtime, rt))
