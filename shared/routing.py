@@ -41,6 +41,7 @@ from shared.framework.events import (
 from shared.framework.interface import ClusterEvent
 from shared.messages import CacheEvent, QueueEvent
 from shared.podgroups import POD_GROUP_RESOURCE, pod_group_of
+from shared.sharding import pod_gang
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -168,15 +169,16 @@ def _route_node(ev: WatchEvent, node: Node, seen: Informer) -> Routed:
 def _route_pod(ev: WatchEvent, pod: Pod, served: frozenset[str], seen: Informer) -> Routed:
     key = pod.key
     gone = ev.type == "DELETED" or pod.status.phase in TERMINAL_PHASES
+    gang = pod_gang(ev.raw)  # its queue shard's (shared/sharding.py queue_owner)
     if pod.spec.node_name:
         seen.nominated.discard(key)  # the cache drops the nomination of a bound pod
-        return _route_assigned_pod(ev, pod, gone, seen)
+        return _route_assigned_pod(ev, pod, gone, seen, gang)
     if pod.spec.scheduler_name not in served:
         return [], []
     if gone or pod.metadata.deletion_timestamp:
         seen.nominated.discard(key)
         # Forget any assumption (and nomination) too: its binding can only fail now.
-        return [{"op": "delete", "key": key}], [{"op": "pod_delete", "name": key}]
+        return [in_gang({"op": "delete", "key": key}, gang)], [{"op": "pod_delete", "name": key}]
     upsert: QueueEvent = {
         "op": "upsert",
         "key": key,
@@ -184,7 +186,14 @@ def _route_pod(ev: WatchEvent, pod: Pod, served: frozenset[str], seen: Informer)
         "seq": ev.seq,
         "pod": ev.raw,
     }
-    return [upsert], _nomination(ev, pod, seen)
+    return [in_gang(upsert, gang)], _nomination(ev, pod, seen)
+
+
+def in_gang(item: QueueEvent, gang: str) -> QueueEvent:
+    """A pod's queue item with its gang, which picks its queue shard (none: no field)."""
+    if gang:
+        item["gang"] = gang
+    return item
 
 
 def _nomination(ev: WatchEvent, pod: Pod, seen: Informer) -> list[CacheEvent]:
@@ -209,14 +218,14 @@ def _nomination(ev: WatchEvent, pod: Pod, seen: Informer) -> list[CacheEvent]:
     ]
 
 
-def _route_assigned_pod(ev: WatchEvent, pod: Pod, gone: bool, seen: Informer) -> Routed:
+def _route_assigned_pod(ev: WatchEvent, pod: Pod, gone: bool, seen: Informer, gang: str) -> Routed:
     key = pod.key
     old = seen.assigned_pods.get(key)
     if gone:
         seen.assigned_pods.pop(key, None)
         return (
             [
-                {"op": "delete", "key": key},
+                in_gang({"op": "delete", "key": key}, gang),
                 move(EVENT_ASSIGNED_POD_DELETE, old=old or hinted_view(ev.raw)),
             ],
             [{"op": "pod_delete", "name": key}],
@@ -237,4 +246,4 @@ def _route_assigned_pod(ev: WatchEvent, pod: Pod, gone: bool, seen: Informer) ->
         "node_name": pod.spec.node_name,
         "pod": ev.raw,
     }
-    return [{"op": "assigned", "key": key}, *moves], [cache]
+    return [in_gang({"op": "assigned", "key": key}, gang), *moves], [cache]
