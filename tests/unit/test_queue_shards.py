@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
+from nats.micro import add_service
 
+from services.queue.inspect import merge_pending, pending_summary
 from services.watcher.outbound import Outbound
 from services.worker.pops import lane_batch, lane_shards
 from shared import keys
@@ -37,9 +39,10 @@ from shared.subjects import (
     QUEUE_PENDING,
     QUEUE_POP,
     QUEUE_REPORT,
+    QUEUE_SERVICE_NAME,
     QUEUE_STATS,
 )
-from shared.tools.cli.live import Instance
+from shared.tools.cli.live import Instance, queue_pending
 from shared.tools.cli.top import queue_counts, stats_subjects
 from shared.tools.servers import Server
 from shared.tools.synthetic import make_pod, make_workload_pod
@@ -192,6 +195,49 @@ async def test_top_sums_the_shards_counts(nats_server: Server) -> None:
         subjects = [QueueShard(2, s).subject(QUEUE_STATS) for s in range(2)]
         assert await queue_counts(nc, subjects) == {"active": 7, "backoff": 2}
         assert await queue_counts(nc, ["ksched.internal.queue.9.stats"]) == {}  # none answers
+    finally:
+        await nc.close()
+
+
+def pending_of(keys_: list[str], counts: dict[str, int]) -> dict[str, Any]:
+    """A queue shard's `pending` reply holding these pods (services/queue/inspect.py)."""
+    return {
+        "pods": [{"key": k, "queue": "active"} for k in keys_],
+        "total": len(keys_),
+        "counts": counts,
+        "summary": pending_summary(counts),
+    }
+
+
+def test_the_shards_pending_pods_merge_into_one_listing() -> None:
+    zero = pending_of(["a/1", "a/2"], {"active": 2, "gated": 1})
+    one = pending_of(["b/1"], {"active": 1, "unschedulable": 3})
+    merged = merge_pending([zero, one], {})
+    assert [p["key"] for p in merged["pods"]] == ["a/1", "a/2", "b/1"]
+    assert merged["total"] == 3
+    assert merged["counts"] == {"active": 3, "gated": 1, "unschedulable": 3}
+    assert merged["summary"] == "activeQ:3; backoffQ:0; unschedulablePods:4"
+    assert [p["key"] for p in merge_pending([zero, one], {"limit": 2})["pods"]] == ["a/1", "a/2"]
+    assert merge_pending([zero], {}) == zero  # one queue: its own reply
+
+
+async def test_the_pending_listing_asks_every_queue_shard_leader(nats_server: Server) -> None:
+    """`queue_pending` finds each shard leader's `pending` endpoint by discovery and
+    merges their answers; a standby (no endpoint) is not asked."""
+    nc = await nats.connect(f"nats://127.0.0.1:{nats_server.port}")
+    try:
+        for s in (0, 1):
+
+            async def pending(req: Any, s: int = s) -> None:
+                await req.respond(dump_json(pending_of([f"ns/p{s}"], {"active": 1})))
+
+            svc = await add_service(nc, name=QUEUE_SERVICE_NAME, version="0.0.1")
+            subject = QueueShard(2, s).subject(QUEUE_PENDING)
+            await svc.add_endpoint(name="pending", subject=subject, handler=pending)
+        await add_service(nc, name=QUEUE_SERVICE_NAME, version="0.0.1")  # a standby
+        listing = await queue_pending(nc)
+        assert sorted(p["key"] for p in listing["pods"]) == ["ns/p0", "ns/p1"]
+        assert (listing["total"], listing["counts"]) == (2, {"active": 2})
     finally:
         await nc.close()
 
