@@ -21,7 +21,7 @@ from shared.api.events import ClusterEvent, decode_cluster_event
 from shared.framework.events import EVENT_NODE_ADD
 from shared.messages import report
 from shared.podgroups import POD_GROUP_LABEL
-from shared.routing import move, route
+from shared.routing import Informer, move, route
 from shared.runtime.settings import Settings
 from shared.runtime.watermark import Marker, lost_at_takeover, only_lanes
 from shared.sharding import (
@@ -321,3 +321,35 @@ def routing_event(obj: dict[str, Any], etype: str = "ADDED", seq: int = 7) -> Cl
 
 def name_of(pod: dict[str, Any]) -> str:
     return str(pod["metadata"]["name"])
+
+
+def coscheduled(name: str, group: str = "") -> dict[str, Any]:
+    return make_pod(name, labels={POD_GROUP_LABEL: group} if group else None)
+
+
+def queue_items(seen: Informer, pod: dict[str, Any], etype: str = "MODIFIED") -> list[str]:
+    """The pod's queue items as '<op>@<queue shard>'."""
+    queue, _ = route(routing_event(pod, etype), SERVED, seen)
+    n = seen.queue_shards
+    return [f"{e['op']}@{queue_owner(n, e['key'], e.get('gang', ''))}" for e in queue]
+
+
+def test_a_pod_whose_pod_group_label_changes_leaves_the_shard_that_held_it() -> None:
+    """Coscheduling's label is mutable: a pending pod that joins, changes or leaves a
+    gang is deleted at the queue shard that held it, upserted at its new one."""
+    name = names_in_shards(2)[0]  # its partition's shard: 0
+    train = next(g for g in (f"g{i}" for i in range(100)) if queue_owner(2, "", f"default/{g}"))
+    seen = Informer(queue_shards=2)
+    assert queue_items(seen, coscheduled(name), "ADDED") == ["upsert@0"]
+    assert queue_items(seen, coscheduled(name, train)) == ["delete@0", "upsert@1"]
+    assert queue_items(seen, coscheduled(name, train)) == ["upsert@1"]  # no change: no delete
+    assert queue_items(seen, coscheduled(name)) == ["delete@1", "upsert@0"]
+    assert queue_items(seen, coscheduled(name)) == ["upsert@0"]
+    assert seen.pending_gangs == {}
+
+
+def test_one_queue_hears_no_deletes_when_a_pod_group_label_changes() -> None:
+    seen = Informer()
+    assert queue_items(seen, coscheduled("p"), "ADDED") == ["upsert@0"]
+    assert queue_items(seen, coscheduled("p", "train")) == ["upsert@0"]
+    assert seen.pending_gangs == {}  # nothing remembered either
