@@ -39,6 +39,16 @@ UNANSWERED = (
     NoStreamResponseError,
     ServiceUnavailableError,
 )
+# A try that failed with one of these heard nothing from the bucket (unanswered, or the
+# connection to it down): no verdict against the holder (runtime/lease.py Lease.failed).
+SILENT = (
+    *UNANSWERED,
+    OSError,  # TimeoutError included: the try's budget spent on reads nobody answered
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.NoServersError,
+    nats.errors.StaleConnectionError,
+)
 
 
 @dataclass
@@ -91,6 +101,10 @@ class LeaderElector:
         self.lost = asyncio.Event()
         self._renewer = renewer
         self._stalled = stalled
+        # When the running try last asked the bucket (its read, sent again every half
+        # retry period): what an unanswered try that overran its budget keeps the lease
+        # current from (runtime/lease.py Lease.failed).
+        self._asked = 0.0
 
     async def _loop_clients(self) -> LeaseClients:
         return self.clients
@@ -103,7 +117,7 @@ class LeaderElector:
             self.lost.set()
 
     async def _try(self, clients: GetClients) -> None:
-        started = time.monotonic()
+        started = self._asked = time.monotonic()
         budget = max(self.lease.budget(started), 0.1)
         try:
             await asyncio.wait_for(self._attempt(clients, started), budget)
@@ -111,7 +125,14 @@ class LeaderElector:
             raise
         except Exception as err:
             log.warning("%s lease: try failed: %s", self.service, str(err) or type(err).__name__)
-            self.lease.failed(time.monotonic())
+            ended = time.monotonic()
+            if not isinstance(err, SILENT):
+                self.lease.failed(ended)
+                return
+            # Silent until it ended, unless it overran its budget (the thread was frozen
+            # or starved mid-try): then only its last ask is known to be in time.
+            overran = ended - started > budget + self.lease.config.retry_period / 2
+            self.lease.failed(ended, started, self._asked if overran else ended)
 
     async def _attempt(self, get: GetClients, started: float) -> None:
         """kube's tryAcquireOrRenew: read, decide, compare-and-set."""
@@ -142,7 +163,7 @@ class LeaderElector:
         asking: set[asyncio.Task[tuple[LeaseRecord | None, int]]] = set()
         try:
             while True:
-                asked = time.monotonic()
+                asked = self._asked = time.monotonic()
                 asking.add(asyncio.create_task(store.read(self.service)))
                 while (left := asked + pace - time.monotonic()) > 0:
                     if not asking:  # all refused at once (no leader yet): pace them
@@ -193,6 +214,25 @@ class LeaderElector:
                 log.info("%s: leading with epoch %d", self.service, self.lease.epoch)
                 return
             await asyncio.sleep(self.lease.next_try_in(time.monotonic()))
+
+    async def fence_raised(self) -> None:
+        """Before a new leader serves: its epoch in Redis, asked until it lands (the
+        raise at acquisition is let go when Redis is away). A predecessor that kept its
+        lease through a silent lease store (runtime/lease.py) may still be writing; from
+        here on Redis refuses its writes, so nothing it writes lands after this leader
+        has read its state. Fenced (a newer epoch exists): this leader is deposed."""
+        delay = self.lease.config.retry_period / 2
+        while not self.lost.is_set():
+            try:
+                await raise_epoch(self.clients.redis, self.service, self.lease.epoch)
+                return
+            except Fenced as err:
+                log.error("%s lease: redis knows a newer epoch: %s", self.service, err)
+                self.fence()
+                return
+            except Exception as err:
+                log.warning("%s lease: raising redis's epoch failed: %s", self.service, err)
+                await _set_within(self.lost, delay)
 
     async def hold(self) -> None:
         """Renew every retry period; return once the lease is lost."""
