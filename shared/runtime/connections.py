@@ -18,7 +18,7 @@ from nats.js.errors import NotFoundError
 from redis.asyncio.connection import SSLConnection
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -131,6 +131,15 @@ _COMMANDS: dict[str, Any] = {
 _SENTINEL_TIMEOUT = 2.0  # a sentinel answers at once or is skipped for the next one
 
 
+def _sentinel_retry() -> Retry:
+    """None: a sentinel that does not answer is skipped for the next. redis-py 8 gives
+    every client ten retries by default, the sentinels' clients too: a sentinel on a
+    cut-off host cost each look-up of the primary about 30 s, at every reconnect, and
+    a service whose Redis connections had to move served nothing for as long
+    (docs/reliability.md, "A third pass, found")."""
+    return Retry(NoBackoff(), 0)
+
+
 def _retry() -> Retry:
     return Retry(ExponentialBackoff(cap=1.0, base=0.05), 5)
 
@@ -202,6 +211,7 @@ def _sentinel_primary(target: SentinelURL, creds: Credentials | None) -> aioredi
         sentinel_kwargs={
             "socket_connect_timeout": _SENTINEL_TIMEOUT,
             "socket_timeout": _SENTINEL_TIMEOUT,
+            "retry": _sentinel_retry(),
             **tls,
             **sentinel_auth,
         },

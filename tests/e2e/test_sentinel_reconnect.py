@@ -46,3 +46,34 @@ async def test_a_command_on_a_silent_primary_goes_to_the_new_one(tmp_path: Path)
         old.proc.send_signal(signal.SIGCONT)
         await client.aclose()
         sentinels.stop()
+
+
+@pytest.mark.timeout(120)
+async def test_a_silent_sentinel_is_asked_once_then_skipped(tmp_path: Path) -> None:
+    """A sentinel whose host is cut off (here a listener that never answers, first in
+    the list) is given one try per look-up, then the next sentinel is asked. redis-py
+    8's clients retry a timeout ten times by default, the sentinels' too: each look-up
+    of the primary, made at every reconnect, waited on the silent one about 30 s, and
+    a leader kept through a silent lease store served nothing until the heal
+    (chaos-hosts, a cut of the host that held the Redis primary)."""
+    asked = 0
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal asked
+        asked += 1
+        await reader.read()  # never answers; ends when the client gives up
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    sentinels = await asyncio.to_thread(start_sentinels, tmp_path)
+    url = sentinels.url.replace("sentinel://", f"sentinel://127.0.0.1:{port},", 1)
+    client = connect_redis(url)
+    try:
+        await raise_epoch(client, "queue", 1)
+        assert await epoch_floor(client, "queue") == 1
+        assert asked == 1, f"the silent sentinel was asked {asked} times"
+    finally:
+        await client.aclose()
+        server.close()
+        sentinels.stop()
