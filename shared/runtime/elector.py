@@ -105,6 +105,7 @@ class LeaderElector:
         # retry period): what an unanswered try that overran its budget keeps the lease
         # current from (runtime/lease.py Lease.failed).
         self._asked = 0.0
+        self._raising: asyncio.Task[None] | None = None  # the epoch raise in flight
 
     async def _loop_clients(self) -> LeaseClients:
         return self.clients
@@ -140,7 +141,8 @@ class LeaderElector:
         record, revision = await self._read(clients.store)
         if not lease.read(time.monotonic(), record, revision):
             return
-        floor = 0 if lease.leading else await self._floor(clients.redis)
+        renewing = lease.leading
+        floor = 0 if renewing else await self._floor(clients.redis)
         claim = lease.claim(time.time(), floor)
         try:
             landed = await clients.store.write(self.service, claim, revision)
@@ -148,7 +150,10 @@ class LeaderElector:
             lease.outraced()
             return
         lease.wrote(started, claim, landed)
-        await self._raise_epoch(clients.redis)
+        if renewing:
+            self._raise_epoch_apart(clients.redis)
+        else:  # a new term: its epoch in Redis at once where it answers
+            await self._raise_epoch(clients.redis)
 
     async def _read(self, store: LeaseStore) -> tuple[LeaseRecord | None, int]:
         """The lease record, asked for again every half retry period until one of the
@@ -192,6 +197,26 @@ class LeaderElector:
         except Exception as err:
             log.warning("%s lease: no epoch floor from redis: %s", self.service, err)
             return 0
+
+    def _raise_epoch_apart(self, redis: aioredis.Redis) -> None:
+        """A renewal raises the epoch in a task of its own, one at a time, not within
+        the try. A silent Redis (its primary's host cut off) held each try that had
+        renewed until its budget ran out: counted unanswered as if the lease store were
+        silent, renewals only every renew deadline, and the raise cancelled each time
+        before redis-py could time out and reconnect to the new primary. A new leader
+        raises it before serving all the same (fence_raised)."""
+        loop, raising = asyncio.get_running_loop(), self._raising
+        if raising is not None and not raising.done() and raising.get_loop() is loop:
+            return  # the last one is still on its way
+        self._raising = loop.create_task(self._raise_epoch(redis))
+
+    async def _stop_raising(self) -> None:
+        """The lease thread's raise in flight ends with the thread's loop."""
+        raising, self._raising = self._raising, None
+        if raising is not None and raising.get_loop() is asyncio.get_running_loop():
+            raising.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await raising
 
     async def _raise_epoch(self, redis: aioredis.Redis) -> None:
         """Write our epoch into Redis, set if greater: after a Redis failover that lost
@@ -239,6 +264,7 @@ class LeaderElector:
         if self._renewer is None:
             if await self._renew(self._loop_clients, self.lost) is not Held.STOPPED:
                 self.lost.set()
+            await self._stop_raising()
         else:
             await self._hold_from_thread(self._renewer)
         log.error(
@@ -321,6 +347,7 @@ class LeaderElector:
             if held is Held.GAVE_UP:
                 await self._exit_unless_stopped(stop)
         finally:
+            await self._stop_raising()
             for clients in opened:
                 if clients.close is not None:
                     with contextlib.suppress(Exception):

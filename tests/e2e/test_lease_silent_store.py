@@ -18,12 +18,12 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from shared.runtime.connections import connect_nats
+from shared.runtime.connections import connect_nats, connect_redis
 from shared.runtime.elector import LeaderElector, LeaseClients
 from shared.runtime.lease import LEADER_ELECTED, LeaseConfig, Role
 from shared.runtime.leasestore import LeaseStore, ensure_lease_bucket
 from shared.tools.devstack import LocalStack
-from shared.tools.servers import start_nats
+from shared.tools.servers import Server, start_nats
 from shared.tools.synthetic import make_pod
 from tests.conftest import SHORT_ELECTION
 from tests.e2e.kills import publish_until_bound
@@ -111,6 +111,42 @@ async def test_a_leaders_renewals_keep_its_lease_through_a_frozen_store(
         with contextlib.suppress(asyncio.CancelledError):
             await holding
     finally:
+        await nc.close()
+        server.stop()
+
+
+async def test_a_silent_redis_holds_no_renewal(tmp_path: Path, redis_server: Server) -> None:
+    """Redis frozen (SIGSTOP: a primary whose host is cut off) while the lease store
+    answers: the leader's renewals land and count as renewals. Each try used to wait on
+    the epoch's raise in Redis until its budget ran out and count as unanswered by the
+    store (chaos-hosts: the queue and cache leaders on the majority, their lease
+    thread's Redis the cut-off primary, failed every try for the cut)."""
+    config = LeaseConfig.from_env(SHORT_ELECTION)
+    server = start_nats(tmp_path)
+    nc = await connect_nats([f"nats://127.0.0.1:{server.port}"], "lease-test")
+    redis = connect_redis(f"redis://127.0.0.1:{redis_server.port}")
+    try:
+        store = await LeaseStore.open(await _bucket(nc))
+        elector = LeaderElector(LeaseClients(store, redis), "queue", "me", config)
+        await elector.acquire()
+        holding = asyncio.create_task(elector.hold())
+        redis_server.proc.send_signal(signal.SIGSTOP)
+        try:
+
+            async def renewed_thrice() -> bool:
+                record = elector.lease.record
+                return record is not None and record.renew_count >= 3
+
+            assert await eventually(renewed_thrice, 30), elector.lease.lost_because
+        finally:
+            redis_server.proc.send_signal(signal.SIGCONT)
+        assert elector.lease.role is Role.LEADING, elector.lease.lost_because
+        assert elector.lease.silent_at == 0.0, "a renewal that landed counted as unanswered"
+        holding.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await holding
+    finally:
+        await redis.aclose()
         await nc.close()
         server.stop()
 
