@@ -44,8 +44,18 @@ CACHE_PODGROUPS = f"{PREFIX}:cache:podgroups"
 CACHE_PODGROUPS_VERSION = f"{PREFIX}:cache:podgroups:version"
 CACHE_NOMINATIONS = f"{PREFIX}:cache:nominations"
 
-QUEUE_PODS = f"{PREFIX}:queue:pods"
-QUEUE_META = f"{PREFIX}:queue:meta"
+
+def queue_pods_key(lane: str) -> str:
+    """The pending pods of queue lane `lane` ("queue", or a shard's "queue.<s>")."""
+    return f"{PREFIX}:{lane}:pods"
+
+
+def queue_meta_key(lane: str) -> str:
+    return f"{PREFIX}:{lane}:meta"
+
+
+QUEUE_PODS = queue_pods_key("queue")
+QUEUE_META = queue_meta_key("queue")
 
 
 def state_key(service: str) -> str:

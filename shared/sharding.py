@@ -13,12 +13,19 @@ joining or leaving moves whole partitions and never re-hashes a pod.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
-from shared.subjects import NODES_PREFIX, PODS_PREFIX, PRIORITYCLASSES_PREFIX
+from shared.subjects import (
+    NODES_PREFIX,
+    PODS_PREFIX,
+    PRIORITYCLASSES_PREFIX,
+    queue_shard_subject,
+)
+
+T = TypeVar("T")
 
 PARTITIONS = 64  # fixed: many more than shards, so ownership moves in small steps
 
@@ -102,9 +109,9 @@ WATCHER = "watcher"  # the unsharded watcher's lease key and consumer prefix
 
 
 @dataclass(frozen=True)
-class WatcherShard:
-    """Which watcher shard a process is, and what it owns (shards = 1: the whole stream,
-    named exactly as before sharding)."""
+class Shard:
+    """Shard `shard` of `shards` of a sharded service (shards = 1: the service as it
+    was before sharding)."""
 
     shards: int = 1
     shard: int = 0
@@ -117,6 +124,12 @@ class WatcherShard:
     @property
     def sharded(self) -> bool:
         return self.shards > 1
+
+
+@dataclass(frozen=True)
+class WatcherShard(Shard):
+    """Which watcher shard a process is, and what it owns (shards = 1: the whole stream,
+    named exactly as before sharding)."""
 
     @property
     def lane(self) -> str:
@@ -197,3 +210,55 @@ def consumer_lane(name: str) -> str | None:
     if len(parts) == 2:
         return shard_lane(int(parts[0]))
     return None
+
+
+# --- queue shards (docs/scale.md §4) ------------------------------------------------------
+# Queue shard s holds the pending pods of the partitions watcher shard s handles (the same
+# ShardMap.pod_owner), so a pod's events stay on one path. Everything of a shard is its
+# own: lease and Redis epoch `queue.<s>`, Redis keys `ksched:queue.<s>:…`, request
+# subjects `ksched.internal.queue.<s>.<verb>`, state marker and incarnations. Cluster
+# events that move pods (kube's MoveAllToActiveOrBackoffQueue) go to every shard.
+
+QUEUE = "queue"  # the unsharded queue's lease key, Redis keys and state marker
+
+
+@dataclass(frozen=True)
+class QueueShard(Shard):
+    """One queue shard (shards = 1: the one queue, named exactly as before sharding)."""
+
+    @property
+    def lane(self) -> str:
+        """Its lease key, Redis epoch and key prefix, and state marker: `queue`, or
+        `queue.<s>` when sharded."""
+        return f"{QUEUE}.{self.shard}" if self.sharded else QUEUE
+
+    @property
+    def watcher_lane(self) -> str:
+        """The watcher lane whose pods it holds (and whose `through` it tracks)."""
+        return shard_lane(self.shard if self.sharded else None)
+
+    def subject(self, subject: str) -> str:
+        """Its own subject for a queue request declared in shared/subjects.py."""
+        return queue_shard_subject(subject, self.shard if self.sharded else None)
+
+    def owns(self, pod_key: str) -> bool:
+        return not self.sharded or pod_key_owner(self.shards, pod_key) == self.shard
+
+
+def queue_shards(shards: int) -> list[QueueShard]:
+    """Every queue shard: where pops, nominated-pod listings and moves go."""
+    return [QueueShard(shards, s) for s in range(shards)]
+
+
+def pod_key_owner(shards: int, pod_key: str) -> int:
+    """The shard of a pod by its key, "namespace/name" (the same as by its subject)."""
+    namespace, _, name = pod_key.partition("/")
+    return _pod_owner(shards, namespace, name)
+
+
+def by_pod_owner(shards: int, items: Iterable[T], key: Callable[[T], str]) -> dict[int, list[T]]:
+    """Items (reports, queue events) split by the shard of the pod each names, in order."""
+    split: dict[int, list[T]] = {}
+    for item in items:
+        split.setdefault(pod_key_owner(shards, key(item)), []).append(item)
+    return split

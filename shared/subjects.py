@@ -93,10 +93,11 @@ WATCHER_CONSUMER = "watcher"
 STATE_STREAM = "KSCHED_STATE"
 INCARNATION_PREFIX = "ksched.internal.incarnation"
 
-QUEUE_EVENTS = "ksched.internal.queue.events"  # watcher -> queue: pod and cluster events
-QUEUE_POP = "ksched.internal.queue.pop"  # worker -> queue: long-poll batch pop
-QUEUE_REPORT = "ksched.internal.queue.report"  # worker/binder -> queue: cycle outcomes
-QUEUE_NOMINATED = "ksched.internal.queue.nominated"  # worker -> queue: nominated pods
+QUEUE_PREFIX = "ksched.internal.queue"
+QUEUE_EVENTS = f"{QUEUE_PREFIX}.events"  # watcher -> queue: pod and cluster events
+QUEUE_POP = f"{QUEUE_PREFIX}.pop"  # worker -> queue: long-poll batch pop
+QUEUE_REPORT = f"{QUEUE_PREFIX}.report"  # worker/binder -> queue: cycle outcomes
+QUEUE_NOMINATED = f"{QUEUE_PREFIX}.nominated"  # worker -> queue: nominated pods
 # Every service instance registers a nats.micro service `ksched-<service>`
 # (discoverable with $SRV.PING/INFO/STATS) with two per-instance endpoints:
 # readyz (JSON {"ready", "reason"}) and metrics (Prometheus text), see
@@ -129,6 +130,15 @@ CACHE_GROUP = "ksched-cache"
 # Leader election: a NATS KV bucket (its stream KV_<bucket>) with one key per
 # leader-elected service, holding its lease record (runtime/leasestore.py)
 LEASE_BUCKET = "KSCHED_LEASES"
+
+
+def queue_shard_subject(subject: str, shard: int | None) -> str:
+    """A queue shard's own request subject (docs/scale.md §4): QUEUE_POP of shard 2 is
+    `ksched.internal.queue.2.pop`; the unsharded queue's (`shard` None) as declared."""
+    if shard is None:
+        return subject
+    verb = subject.removeprefix(f"{QUEUE_PREFIX}.")
+    return f"{QUEUE_PREFIX}.{shard}.{verb}"
 
 
 def incarnation_subject(service: str) -> str:

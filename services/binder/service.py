@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -52,6 +53,7 @@ from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request, request_all
 from shared.runtime.service import Runtime
+from shared.sharding import QueueShard, by_pod_owner, queue_shards
 from shared.stages import BINDING, Stamps, encode
 from shared.subjects import (
     BIND_DEAD_LETTER,
@@ -361,12 +363,22 @@ class Binder:
         return await record_failure(self.rt.nc, o.req["pod"], o.req["seq"], failure)
 
     async def _requeue(self, reports: list[Report]) -> None:
-        # Forgetting an assumption frees room: pods waiting for it get another look.
+        """Each report to its pod's queue shard (shared/sharding.py); the move with it, as
+        forgetting an assumption frees room: pods waiting for it get another look, on
+        every shard."""
         head = {"move": event_label(EVENT_ASSIGNED_POD_DELETE)}
-        await retry_forever(
-            "report to queue",
-            lambda: request_all(self.rt.nc, QUEUE_REPORT, reports, "reports", head),
-        )
+        shards = queue_shards(self.rt.settings.shards)
+        split = by_pod_owner(len(shards), reports, lambda r: r["key"])
+        for shard in shards:
+            send = functools.partial(self._report, shard, split.get(shard.shard, []), head)
+            await retry_forever("report to queue", send)
+
+    async def _report(self, shard: QueueShard, reports: list[Report], head: dict[str, Any]) -> None:
+        subject = shard.subject(QUEUE_REPORT)
+        if reports:
+            await request_all(self.rt.nc, subject, reports, "reports", head)
+        else:  # the move alone
+            await request(self.rt.nc, subject, {**head, "reports": []})
 
     async def _scheduled_event(self, req: BindRequest) -> None:
         message = scheduled_message(req["pod"], req["node"])

@@ -119,8 +119,10 @@ class Cache:
         self.dirty_nodes: set[str] = set()
         self.dirty_pods: set[str] = set()
         self._cluster: ClusterSnapshot | None = None
-        # The last snapshot's columns, reshaped for the next one, and the nodes changed
-        # while there was no snapshot to keep them in step.
+        # The last snapshot's columns, reshaped for the next one, and the nodes whose
+        # columns rows are behind their NodeInfos: changed while there was no snapshot,
+        # or since the columns were last read (brought up to date when read, for all of
+        # them at once, not at each assume: most assumes run no filter).
         self._columns: NodeColumns | None = None
         self._unsynced: set[str] = set()
 
@@ -242,10 +244,10 @@ class Cache:
             return False
         if spec.get("topologySpreadConstraints"):
             return False
-        cluster = self.cluster()
+        cluster = self._current()  # its columns are not read
         if cluster.objects.selecting and _spreads_by_default(framework):
             return False
-        return not cluster.have_pods_with_required_anti_affinity
+        return not cluster.has_pods_with_required_anti_affinity
 
     def validate(self, framework: Framework, pod: PodInfo, info: NodeInfo) -> Status:
         """Run the profile's PreFilter and Filter plugins for `info` against committed
@@ -271,6 +273,14 @@ class Cache:
         """Rebuilt when the set of nodes changes, else kept in step node by node. Its
         columns let PodTopologySpread and InterPodAffinity count their PreFilter domains
         without walking every pod at each validation."""
+        cluster = self._current()
+        if self._unsynced:
+            cluster.columns_changed(self._unsynced)
+            self._unsynced.clear()
+        return cluster
+
+    def _current(self) -> ClusterSnapshot:
+        """The snapshot, its columns rows of `_unsynced` nodes possibly behind."""
         if self._cluster is None:
             columns = None
             if self._columns is not None:  # rows of unchanged nodes are copied
@@ -453,9 +463,8 @@ class Cache:
 
     def _touch(self, info: NodeInfo) -> None:
         if self._cluster is not None:
-            self._cluster.node_changed(info.name)
-        else:
-            self._unsynced.add(info.name)
+            self._cluster.node_changed(info.name, columns=False)
+        self._unsynced.add(info.name)
         self.generation += 1
         info.generation = self.generation
         self.dirty_nodes.add(info.name)

@@ -54,7 +54,7 @@ class _Published:
 
     generation: int
     raw_node: dict[str, Any] | None
-    pods: dict[str, PodInfo]
+    pods: list[PodInfo]  # in the node's order
 
 
 @dataclass
@@ -110,7 +110,9 @@ class NodeFeed:
                 staged.entries.append([name, info.generation, FULL, record])
             else:
                 staged.entries.append(_delta(before, info))
-            staged.published[name] = _Published(info.generation, info.raw_node, dict(info.pods))
+            staged.published[name] = _Published(
+                info.generation, info.raw_node, [*info.pods.values()]
+            )
         self._staged = staged
 
     async def publish(self, nc: NATS, incarnation: int) -> None:
@@ -143,9 +145,23 @@ class NodeFeed:
 
 
 def _delta(before: _Published, info: NodeInfo) -> list[Any]:
-    known = before.pods
-    pods = [pod for key, pod in info.pods.items() if known.get(key) is not pod]
+    pods, removed = _changed(before.pods, info.pods)
     added = [[pod.key, pod.version, pod.slim_bytes] for pod in pods]
     counted = [pod.counted_bytes for pod in pods]
-    removed = [key for key in known if key not in info.pods]
     return [info.name, info.generation, DELTA, before.generation, added, removed, counted]
+
+
+def _changed(known: list[PodInfo], now: dict[str, PodInfo]) -> tuple[list[PodInfo], list[str]]:
+    """The pods of `now` new or replaced since `known`, in the node's order, and the
+    keys gone. A pod assumed on a node comes last in its dict (NodeInfo.add_pod), so most
+    changes only append to what was published: then the pods published are the same
+    objects in the same order (compared by identity, in C: PodInfo has no __eq__) and
+    only the new tail is looked at, not every pod on the node."""
+    pods = [*now.values()]
+    if pods[: len(known)] == known:
+        return pods[len(known) :], []
+    by_key = {pod.key: pod for pod in known}
+    return (
+        [pod for key, pod in now.items() if by_key.get(key) is not pod],
+        [key for key in by_key if key not in now],
+    )

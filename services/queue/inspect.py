@@ -77,9 +77,12 @@ def _body(req: Request) -> dict[str, Any]:
     return body
 
 
-async def start_inspection(svc: Service, queue: Callable[[], SchedulingQueue]) -> None:
+async def start_inspection(
+    svc: Service, queue: Callable[[], SchedulingQueue], subject: Callable[[str], str]
+) -> None:
     """Add the endpoints to the queue instance's micro service (runtime/discovery.py),
-    answering for whatever queue `queue()` returns at request time."""
+    answering for whatever queue `queue()` returns at request time, on the subjects
+    `subject` gives (a queue shard's own: sharding.py QueueShard.subject)."""
 
     async def pending(req: Request) -> None:
         try:
@@ -92,5 +95,5 @@ async def start_inspection(svc: Service, queue: Callable[[], SchedulingQueue]) -
     async def stats(req: Request) -> None:
         await req.respond(dump_json(stats_reply(queue())))
 
-    await svc.add_endpoint(name="pending", subject=QUEUE_PENDING, handler=pending)
-    await svc.add_endpoint(name="stats", subject=QUEUE_STATS, handler=stats)
+    await svc.add_endpoint(name="pending", subject=subject(QUEUE_PENDING), handler=pending)
+    await svc.add_endpoint(name="stats", subject=subject(QUEUE_STATS), handler=stats)

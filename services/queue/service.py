@@ -9,6 +9,10 @@ the pending pods on a nats.micro inspection service (inspect.py).
 A new leader takes the queue over from Redis, or rebuilds it from the log when Redis
 lost it (runtime/watermark.py, rebuild.py); a leader whose writes find Redis lost
 them writes the whole queue again, as a new incarnation.
+
+With KSCHED_SHARDS > 1 the instance is one queue shard (shared/sharding.py QueueShard):
+the pods of its watcher shard's partitions, under its own lease, keys, subjects and
+state marker; every name above is its own, and other shards are never touched.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from shared.framework.events import (
     WORKLOAD_POD_GROUP,
     action_type,
     event_from_label,
+    event_label,
 )
 from shared.framework.interface import ClusterEvent, ClusterObjects
 from shared.framework.profile_map import ProfileMap
@@ -57,7 +62,7 @@ from shared.runtime.flush import Flusher
 from shared.runtime.framework_metrics import record_frameworks
 from shared.runtime.informer import watch_owners
 from shared.runtime.retry import retry_forever
-from shared.runtime.rpc import apply_each, request_all, serve
+from shared.runtime.rpc import apply_each, request, request_all, serve
 from shared.runtime.service import Runtime
 from shared.runtime.watermark import (
     CHECK_SECONDS,
@@ -65,6 +70,7 @@ from shared.runtime.watermark import (
     incarnation_base,
     state_at_takeover,
 )
+from shared.sharding import queue_shards
 from shared.stages import QUEUED
 from shared.subjects import (
     CACHE_BINDING,
@@ -78,8 +84,6 @@ from shared.wire import Packed, body_limit
 
 log = logging.getLogger("ksched.queue")
 
-SERVICE = "queue"
-STATE_KEYS = (keys.QUEUE_PODS, keys.QUEUE_META)  # what a whole write replaces
 
 UNSCHEDULABLE_FLUSH_SECONDS = 30.0
 # How often completed backoffs are flushed (kube: about every second). A finer tick
@@ -134,7 +138,14 @@ class QueueService:
             GANG_SCHEDULING in fw.plugins.instances for fw in profiles.values()
         )
         self.q = self._new_queue()
-        self.state = StateWrites(SERVICE, STATE_KEYS, lambda: rt.js, rt.redis, rt.fenced_writes)
+        # Its own lane (shared/sharding.py): lease, Redis keys, subjects and state marker
+        # of the one queue, or of queue shard s, which holds its partitions' pods only.
+        self.shard = rt.settings.queue_shard
+        self.lane = self.shard.lane
+        self.pods_key = keys.queue_pods_key(self.lane)
+        self.meta_key = keys.queue_meta_key(self.lane)
+        state_keys = (self.pods_key, self.meta_key)  # what a whole write replaces
+        self.state = StateWrites(self.lane, state_keys, lambda: rt.js, rt.redis, rt.fenced_writes)
         self.mark = self.state.mark
         self.flusher = Flusher(lambda: self.state.write(self._changes, self._everything))
         self.stopping = asyncio.Event()
@@ -180,12 +191,14 @@ class QueueService:
         nc = self.rt.nc
         if self.rt.micro is not None:  # the instance's nats.micro service (discovery.py)
             self.rt.stats_data = lambda: stats_reply(self.q)
-            await start_inspection(self.rt.micro, lambda: self.q)
+            await start_inspection(self.rt.micro, lambda: self.q, self.shard.subject)
         # Events and reports in arrival order; pops concurrently (they long-poll).
-        await serve(nc, QUEUE_EVENTS, self.on_events, queue=QUEUE_GROUP, concurrent=False)
-        await serve(nc, QUEUE_REPORT, self.on_report, queue=QUEUE_GROUP, concurrent=False)
-        await serve(nc, QUEUE_POP, self.on_pop, queue=QUEUE_GROUP, tracked=False)  # long polls
-        await serve(nc, QUEUE_NOMINATED, self.on_nominated, queue=QUEUE_GROUP)
+        own = self.shard.subject
+        await serve(nc, own(QUEUE_EVENTS), self.on_events, queue=QUEUE_GROUP, concurrent=False)
+        await serve(nc, own(QUEUE_REPORT), self.on_report, queue=QUEUE_GROUP, concurrent=False)
+        # long polls
+        await serve(nc, own(QUEUE_POP), self.on_pop, queue=QUEUE_GROUP, tracked=False)
+        await serve(nc, own(QUEUE_NOMINATED), self.on_nominated, queue=QUEUE_GROUP)
         self.rt.serving.set()
         last_leftover_flush = last_check = time.monotonic()
         while not self.stopping.is_set():
@@ -231,6 +244,7 @@ class QueueService:
                 lambda: request_all(self.rt.nc, CACHE_BINDING, attempts, "forget_attempts"),
             )
             self.q.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE)
+            await self._move_at_other_shards(EVENT_ASSIGNED_POD_DELETE)
         for f in fences:
             if f.outcome is Outcome.FENCED:
                 self.q.requeue_lapsed(f.lapsed.key, f.lapsed.cycle, f.seq)
@@ -238,6 +252,18 @@ class QueueService:
                 self.q.extend_lapsed(f.lapsed.key, f.lapsed.cycle)
         self._notify()
         await self.flusher.flush_quietly(log)
+
+    async def _move_at_other_shards(self, event: ClusterEvent) -> None:
+        """The room freed may fit the other queue shards' pods too. Asked once: a shard
+        failing over meanwhile is not waited for (its pods that miss this move still
+        leave unschedulable within the leftover flush, UNSCHEDULABLE_FLUSH_SECONDS)."""
+        body = {"reports": [], "move": event_label(event)}
+        for other in queue_shards(self.shard.shards):
+            if other != self.shard:
+                try:
+                    await request(self.rt.nc, other.subject(QUEUE_REPORT), body)
+                except Exception as err:
+                    log.warning("move not sent to %s: %s", other.lane, err)
 
     async def shutdown(self) -> None:
         self.stopping.set()
@@ -435,14 +461,19 @@ class QueueService:
     async def _take_over(self) -> None:
         """The queue as Redis holds it, or rebuilt from the log when Redis lost it (or
         never held it); written back as a new incarnation before anything is served."""
-        takeover = await state_at_takeover(self.rt.takeover_js, self.rt.redis, SERVICE)
+        # a shard's pods come from its watcher shard alone: only that lane's ack floor
+        # tells whether Redis lost its writes (the others send it moves only)
+        lanes = {self.shard.watcher_lane} if self.shard.sharded else None
+        takeover = await state_at_takeover(
+            self.rt.takeover_js, self.rt.redis, self.lane, watcher_lanes=lanes
+        )
         if takeover.lost is None and (await self._restore() or not takeover.first):
             self.mark.start(
                 takeover.incarnation, takeover.marker.applied, lanes=takeover.marker.lanes
             )
             await self.state.adopt()
         else:
-            takeover.announce_rebuild(log, SERVICE)
+            takeover.announce_rebuild(log, self.lane)
             await self._rebuild(takeover.incarnation, fence=takeover.lost is not None)
         # cycles of this incarnation: above any a lost state may have handed out
         self.q.scheduling_cycle = max(
@@ -454,7 +485,8 @@ class QueueService:
         """The pending pods from the log; `fence`: held until fenced (rebuild.py)."""
         relisted = route_latest(await read_latest(self.rt.js), self.rt.config.scheduler_names)
         self.q = self._new_queue()
-        held = rebuild(self.q, relisted.queue, self._apply_event, fence=fence)
+        own = [ev for ev in relisted.queue if "key" not in ev or self.shard.owns(ev["key"])]
+        held = rebuild(self.q, own, self._apply_event, fence=fence)
         log.info(
             "built from the log through sequence %d: %d pending pods, %d held to be fenced",
             relisted.cut,
@@ -467,8 +499,8 @@ class QueueService:
     async def _restore(self) -> bool:
         """The queue as Redis holds it; False when it holds none."""
         redis = self.rt.redis
-        records = await redis.hgetall(keys.QUEUE_PODS)
-        meta = await redis.hgetall(keys.QUEUE_META)
+        records = await redis.hgetall(self.pods_key)
+        meta = await redis.hgetall(self.meta_key)
         self.q = self._new_queue()
         self.q.restore([record_of(v) for v in records.values()])
         self.q.restore_meta(
@@ -502,11 +534,11 @@ class QueueService:
             else:
                 records[key] = pack_record(qpi)
         if gone:  # one command per change kind, however many pods changed
-            pipe.hdel(keys.QUEUE_PODS, *gone)
+            pipe.hdel(self.pods_key, *gone)
         if records:
-            pipe.hset(keys.QUEUE_PODS, mapping=records)  # type: ignore[arg-type]
+            pipe.hset(self.pods_key, mapping=records)  # type: ignore[arg-type]
         pipe.hset(
-            keys.QUEUE_META,
+            self.meta_key,
             mapping={
                 "scheduling_cycle": self.q.scheduling_cycle,
                 "move_request_cycle": self.q.move_request_cycle,

@@ -10,7 +10,10 @@ Each routed queue or cache item is packed once, as it is taken in, so that:
   watch event it came from;
 - the last message to each receiver names the stream sequence the batch ends at
   (`through`), an empty one if the batch has no item for it: once it is applied, so
-  is every event up to there (the state marker's `applied`, runtime/watermark.py).
+  is every event up to there (the state marker's `applied`, runtime/watermark.py);
+- with queue shards (shared/sharding.py), a pod's items go to its own queue shard and
+  the moves (cluster events) to every shard; `through` to the shard whose pods this
+  watcher handles, and to the others only a message when it carries moves.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from shared.framework.events import ASSIGNED_POD, DELETE
 from shared.messages import CacheEvent, QueueEvent
+from shared.sharding import pod_key_owner
 from shared.wire import Chunk, dump_json, item_limit, pack, pack_chunks, pack_with
 
 # An object and its msgpack (shared.api.events.ClusterEvent.packed).
@@ -62,8 +66,10 @@ class Outbound:
     """Packed queue and cache items of one batch, each with the index of its event."""
 
     limit: int  # the largest message body
+    queue_shards: int = 1
     queue: list[bytes] = field(default_factory=list)
     queue_from: list[int] = field(default_factory=list)
+    queue_to: list[int | None] = field(default_factory=list)  # its shard; None: every one
     cache: list[bytes] = field(default_factory=list)
     cache_from: list[int] = field(default_factory=list)
     assigned_pod_deletes: int = 0
@@ -92,6 +98,7 @@ class Outbound:
                 raise ValueError(f"too large for ksched's internal messages ({self.limit} bytes)")
         self.queue += queue
         self.queue_from += [source] * len(queue)
+        self.queue_to += [self._queue_shard(e) for e in to_queue]
         if cache:
             self.cache += cache
             self.cache_from += [source] * len(cache)
@@ -107,8 +114,30 @@ class Outbound:
             data = pack({**event, "old": None, "new": None})
         return data
 
-    def queue_chunks(self, head: dict[str, Any], through: int) -> list[Chunk]:
-        return _chunks(self.queue, self.limit, head, through)
+    def _queue_shard(self, event: QueueEvent) -> int | None:
+        """A pod's own queue shard; None for a move, which every shard applies."""
+        if self.queue_shards == 1:
+            return 0
+        if event.get("op") == "move" or "key" not in event:
+            return None
+        return pod_key_owner(self.queue_shards, event["key"])
+
+    def queue_for(self, shard: int) -> tuple[list[bytes], list[int]]:
+        """The items queue shard `shard` gets, and the index of each one's event."""
+        if self.queue_shards == 1:
+            return self.queue, self.queue_from
+        picked = [i for i, to in enumerate(self.queue_to) if to is None or to == shard]
+        return [self.queue[i] for i in picked], [self.queue_from[i] for i in picked]
+
+    def queue_chunks(
+        self, head: dict[str, Any], through: int | None, shard: int = 0
+    ) -> list[Chunk]:
+        """Queue shard `shard`'s messages (their items' sources: `queue_for`); none when
+        it gets neither an item nor `through` (None: not its lane's to hear)."""
+        items, _ = self.queue_for(shard)
+        if through is None:
+            return pack_chunks(items, "events", self.limit, head)
+        return _chunks(items, self.limit, head, through)
 
     def cache_chunks(self, head: dict[str, Any], through: int) -> list[Chunk]:
         return _chunks(self.cache, self.limit, head, through)

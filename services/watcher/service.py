@@ -31,6 +31,7 @@ from shared.runtime.consume import Deliveries, consume_batches, stream_sequence
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request_packed
 from shared.runtime.service import Runtime
+from shared.sharding import QueueShard, queue_shards
 from shared.stages import ROUTED, WATCHED
 from shared.subjects import (
     CACHE_EVENTS,
@@ -64,6 +65,8 @@ class Watcher:
         self.rt = rt
         self.served = rt.config.scheduler_names
         self.shard = rt.settings.watcher_shard  # what of the stream is this watcher's
+        # where its pods' events go (the shard of the same number) and its moves (every one)
+        self.queue_shards = queue_shards(rt.settings.shards)
         self.others = metrics.WATCHER_OTHER_SHARDS.counter(rt.registry)
         self.informer = Informer()
         # Workloads', PodGroups' and pods' immutable fields, as last accepted
@@ -140,7 +143,7 @@ class Watcher:
         own = msgs if own is None else own
         watched = time.time()
         limit = body_limit(self.rt.nc.max_payload)
-        out = Outbound(limit)
+        out = Outbound(limit, self.rt.settings.shards)
         counted: Counter[tuple[str, str]] = Counter()
         for index, msg in enumerate(own):
             routed = self._decode_and_route(msg, object_limit(limit), counted)
@@ -263,11 +266,28 @@ class Watcher:
                 out.add(-1, [move(EVENT_ASSIGNED_POD_DELETE)], [])
         # The pods' stage times go to the queue only (the cache's chunks are already packed).
         to_queue = {**head, "stamps": {WATCHED: watched, ROUTED: time.time()}}
-        await self._send(QUEUE_EVENTS, out.queue_chunks(to_queue, through), out.queue_from, failed)
+        await asyncio.gather(
+            *(self._to_queue_shard(q, out, to_queue, through, failed) for q in self.queue_shards)
+        )
         if marking is not None:
             await marking
         failed.pop(-1, None)
         return failed
+
+    async def _to_queue_shard(
+        self,
+        q: QueueShard,
+        out: Outbound,
+        head: dict[str, Any],
+        through: int,
+        failed: dict[int, str],
+    ) -> None:
+        """The batch's items for queue shard `q`: its pods' and every move; `through`
+        only to the shard whose pods this watcher handles (the state marker's lane)."""
+        own = q.watcher_lane == self.shard.lane
+        chunks = out.queue_chunks(head, through if own else None, q.shard)
+        _, sources = out.queue_for(q.shard)
+        await self._send(q.subject(QUEUE_EVENTS), chunks, sources, failed)
 
     async def _send(
         self, subject: str, chunks: list[Chunk], sources: list[int], failed: dict[int, str]

@@ -21,7 +21,7 @@ from nats.aio.msg import Msg
 from services.worker.attempt import Attempt, queued_report
 from services.worker.commit import Committer
 from services.worker.permit import PermitPhase
-from services.worker.pops import Outcomes, Pops, report
+from services.worker.pops import Outcomes, Pops, lane_batch, lane_shards
 from services.worker.preempt import PreemptionPhase, watch_pdbs
 from services.worker.whatif import WhatIf
 from shared.api.podstatus import scheduler_name, with_nominated_node
@@ -42,6 +42,7 @@ from shared.runtime.informer import watch_owners
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request
 from shared.runtime.service import Runtime
+from shared.sharding import QueueShard, queue_shards
 from shared.snapshot import Snapshot
 from shared.stages import PICKED, POPPED, Stamps
 from shared.subjects import (
@@ -91,7 +92,10 @@ class Worker:
         }
         frameworks = list(profiles.values())
         self.whatif = WhatIf(rt.redis, self.objects, rt.config, self.providers)
-        self.nominated_version = 0
+        # The nominated pods of each queue shard, and the version of each that they are.
+        self.queue_shards = queue_shards(rt.settings.shards)
+        self.nominated_version: dict[QueueShard, int] = {q: 0 for q in self.queue_shards}
+        self.nominated_by_shard: dict[QueueShard, list[NominatedPod]] = {}
         self.per_pod_seconds = 0.0  # recent wall time per pod, smoothed
         self.stopping = asyncio.Event()
         reg = rt.registry
@@ -126,7 +130,8 @@ class Worker:
         if self.rt.micro is not None:
             await self.whatif.start(self.rt.micro, self.rt.nc.max_payload)
         self.rt.serving.set()  # it only asks others: it serves as soon as it runs
-        await asyncio.gather(*(self._lane() for _ in range(LANES)))
+        lanes = lane_shards(LANES, len(self.queue_shards))  # a long poll at every shard
+        await asyncio.gather(*(self._lane(shard, len(lanes)) for shard in lanes))
 
     async def shutdown(self) -> None:
         self.stopping.set()
@@ -134,18 +139,20 @@ class Worker:
     async def _on_node_changes(self, msg: Msg) -> None:
         self.snapshot.receive(msg.data)
 
-    async def _lane(self) -> None:
-        pops = Pops(self.rt.nc, timeout=POP_WAIT_MS / 1000 + 5)
+    async def _lane(self, shard: QueueShard, lanes: int) -> None:
+        """Pops from queue shard `shard` (one of `lanes` lanes) and reports to it."""
+        pops = Pops(self.rt.nc, POP_WAIT_MS / 1000 + 5, shard)
         while not self.stopping.is_set():
+            limit = lane_batch(batch_size(self.per_pod_seconds), LANES, lanes)
             try:
-                reply = await pops.pop(batch_size(self.per_pod_seconds), POP_WAIT_MS)
+                reply = await pops.pop(limit, POP_WAIT_MS)
             except Exception as err:
                 log.warning("pop failed: %s", err)
                 await asyncio.sleep(0.5)
                 continue
             picked = time.time()
             if "nominated_version" in reply:
-                await self._sync_nominated(reply["nominated_version"])
+                await self._sync_nominated(shard, reply["nominated_version"])
             if not reply["pods"]:
                 await self._idle_refresh()
             else:
@@ -162,7 +169,7 @@ class Worker:
         # again, as after a crash; retrying them through the shutdown grace helps nobody
         if pops.unreported.reports:
             try:
-                await report(self.rt.nc, pops.unreported)
+                await pops.report()
             except Exception as err:
                 log.warning("reports given up while stopping: %s", err)
 
@@ -174,18 +181,29 @@ class Worker:
         except Exception as err:  # Redis busy or away: the next batch refreshes anyway
             log.warning("idle refresh failed: %s", err)
 
-    async def _sync_nominated(self, version: int | None) -> None:
-        """Fetch the queue's nominated pods when they changed (None: whatever the
+    async def _sync_all_nominated(self) -> None:
+        """Every queue shard's nominated pods, whatever their versions."""
+        for shard in self.queue_shards:
+            await self._sync_nominated(shard, None)
+
+    async def _sync_nominated(self, shard: QueueShard, version: int | None) -> None:
+        """Fetch a queue shard's nominated pods when they changed (None: whatever the
         version): Filter counts them on their nodes (RunFilterPluginsWithNominatedPods)."""
-        if version == self.nominated_version:
+        if version == self.nominated_version[shard]:
             return
         try:
-            version, pods = await self._fetch_nominated()
+            version, pods = await self._fetch_nominated(shard)
         except Exception as err:
             log.warning("fetching nominated pods failed: %s", err)
             return  # kept stale; the next pop retries
+        self.nominated_by_shard[shard] = pods
+        self.nominated_version[shard] = version
+        self._set_nominated()
+
+    def _set_nominated(self) -> None:
+        """What Filter reads: every shard's nominated pods by node."""
         nominated: dict[str, list[PodInfo]] = {}
-        for p in pods:
+        for p in (p for pods in self.nominated_by_shard.values() for p in pods):
             # kube's terminating pods, which every scheduler sees: victims of any
             # preemption that this snapshot still shows on the nominated node. A pod
             # nominated there waits for them rather than preempting again elsewhere.
@@ -196,18 +214,18 @@ class Worker:
             except Exception as err:  # validated at the watcher; never expected here
                 log.warning("skipping nominated pod %s: %s", p.get("key"), err)
         self.providers.nominated = nominated
-        self.nominated_version = version
 
-    async def _fetch_nominated(self) -> tuple[int, list[NominatedPod]]:
-        """Every nominated pod, page by page (a page fits the server's max payload);
-        pages of different versions start the listing over."""
+    async def _fetch_nominated(self, shard: QueueShard) -> tuple[int, list[NominatedPod]]:
+        """Every nominated pod of a queue shard, page by page (a page fits the server's
+        max payload); pages of different versions start the listing over."""
+        subject = shard.subject(QUEUE_NOMINATED)
         for _ in range(3):
             pods: list[NominatedPod] = []
-            reply = await request(self.rt.nc, QUEUE_NOMINATED, {})
+            reply = await request(self.rt.nc, subject, {})
             version = reply["version"]
             pods += reply["pods"]
             while reply.get("next") and reply["version"] == version:
-                reply = await request(self.rt.nc, QUEUE_NOMINATED, {"offset": reply["next"]})
+                reply = await request(self.rt.nc, subject, {"offset": reply["next"]})
                 pods += reply["pods"]
             if reply["version"] == version:
                 return version, pods
@@ -311,7 +329,7 @@ class Worker:
             await self.snapshot.refresh()
             await self.snapshot.reload(self.rt.redis, {a.node for a in refused})
             if any(a.reserved_room for a in refused):  # a nomination this worker missed
-                await self._sync_nominated(None)
+                await self._sync_all_nominated()
             attempts = refused
             if round_ == MAX_CONFLICT_RETRIES:
                 failed.extend(

@@ -101,6 +101,8 @@ def immutable_fields(kind: str, raw: Mapping[str, Any]) -> Fields | None:
     paths = _FIELDS.get(kind)
     if paths is None:
         return None
+    if kind == "pod" and _in_no_gang(raw):  # nearly every event: no path walked
+        return _NONE_OF[len(paths)]
     if kind in _V1BETA1_FIELDS:
         beta = raw.get("apiVersion") == V1BETA1
         paths = _V1BETA1_FIELDS[kind] if beta else paths
@@ -255,6 +257,16 @@ class ImmutableFields:
             return
         uid = str((raw.get("metadata") or {}).get("uid") or "")
         self.seen[kind, key] = (uid, fields)
+
+
+# A pod's immutable fields, all top-level fields of its spec: their names there.
+_POD_SPEC_FIELDS = frozenset(path.removeprefix("spec.") for path in _FIELDS["pod"])
+
+
+def _in_no_gang(raw: Mapping[str, Any]) -> bool:
+    """A pod whose spec has none of its immutable fields: their values are all None."""
+    spec = raw.get("spec")
+    return isinstance(spec, Mapping) and spec.keys().isdisjoint(_POD_SPEC_FIELDS)
 
 
 def _at(raw: Mapping[str, Any], path: str) -> Any:

@@ -126,16 +126,24 @@ class ClusterSnapshot:
             self._change_log = []
         self._change_log.append(name)
 
-    def node_changed(self, name: str) -> None:
+    def node_changed(self, name: str, *, columns: bool = True) -> None:
         """A NodeInfo of this snapshot was changed in place (its pods, or a new version
-        of a node that stays a node): refresh what the snapshot derives from it."""
+        of a node that stays a node): refresh what the snapshot derives from it.
+        `columns=False`: all but its columns row, which the caller refreshes later with
+        `columns_changed` (for many nodes at once), before anything reads the columns."""
         info = self.by_name.get(name)
         if info is None:
             return
         self._log_change(name)
         self._index_affinity_pods(info)
-        if self._columns is not None:
+        if columns and self._columns is not None:
             self._columns.update(name)
+
+    def columns_changed(self, names: Iterable[str]) -> None:
+        """The columns rows of nodes changed with `node_changed(..., columns=False)`:
+        one write per column for all of them."""
+        if self._columns is not None:
+            self._columns.update_pods(names)
 
     def pods_changed(self, touched: dict[str, bool]) -> None:
         """NodeInfos whose pods a refresh changed in place (name -> whether what they

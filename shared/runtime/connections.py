@@ -136,7 +136,7 @@ def _sentinel_retry() -> Retry:
     every client ten retries by default, the sentinels' clients too: a sentinel on a
     cut-off host cost each look-up of the primary about 30 s, at every reconnect, and
     a service whose Redis connections had to move served nothing for as long
-    (docs/reliability.md, "A third pass, found")."""
+    (docs/reliability.md, "The third pass looked at again")."""
     return Retry(NoBackoff(), 0)
 
 

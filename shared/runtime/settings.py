@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from shared.runtime.lease import LeaseConfig, identity, seconds
 from shared.runtime.natsurl import server_list
 from shared.runtime.progress import DEFAULT_STALL_SECONDS, HEARTBEAT_SECONDS
-from shared.sharding import PARTITIONS, WATCHER, WatcherShard
+from shared.sharding import PARTITIONS, QUEUE, WATCHER, QueueShard, WatcherShard
 
 MIN_STALL_SECONDS = 1.0
 # JetStream keeps at most this many copies of a stream (nats-server's StreamMaxReplicas).
@@ -99,7 +99,8 @@ class Settings(BaseModel):
     # (runtime/progress.py); 0 turns the check off
     stall_seconds: float = DEFAULT_STALL_SECONDS
     credentials: Credentials = Field(default_factory=Credentials)
-    # issue 21's shards (docs/scale.md §4): only the watcher is sharded so far
+    # issue 21's shards (docs/scale.md §4): watcher and queue instances are shard `shard`
+    # of `shards`; workers and binders send to every queue shard
     shards: int = 1
     shard: int = 0
 
@@ -119,11 +120,17 @@ class Settings(BaseModel):
         return WatcherShard(self.shards, self.shard)
 
     @property
+    def queue_shard(self) -> QueueShard:
+        return QueueShard(self.shards, self.shard)
+
+    @property
     def lease_name(self) -> str:
-        """The key of this service's lease (and of its Redis epoch): a watcher shard's
-        own, `watcher.<s>`, when the watcher is sharded."""
+        """The key of this service's lease (and of its Redis epoch): a watcher or queue
+        shard's own, `watcher.<s>` or `queue.<s>`, when sharded."""
         if self.service == WATCHER:
             return self.watcher_shard.lane
+        if self.service == QUEUE:
+            return self.queue_shard.lane
         return self.service
 
     @field_validator("nats_urls")

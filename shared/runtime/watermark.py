@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +96,13 @@ def lost_at_takeover(marker: Marker, acked: Mapping[str, int]) -> str | None:
                 f"acknowledged {seq}: Redis lost writes"
             )
     return None
+
+
+def only_lanes(acked: Mapping[str, int], lanes: Container[str] | None) -> dict[str, int]:
+    """The ack floors of the watcher lanes whose events make a state (None: every lane):
+    a queue shard's pods come from its own watcher shard, the others send it moves only,
+    with no `through`, so their floors say nothing of what it applied."""
+    return {lane: seq for lane, seq in acked.items() if lanes is None or lane in lanes}
 
 
 def lost_while_leading(marker: Marker, incarnation: int, writes: int) -> str | None:
@@ -303,13 +310,20 @@ class Takeover:
             log.info("no %s state in Redis yet: building it from the log", service)
 
 
-async def state_at_takeover(js: JetStreamContext, redis: aioredis.Redis, service: str) -> Takeover:
+async def state_at_takeover(
+    js: JetStreamContext,
+    redis: aioredis.Redis,
+    service: str,
+    *,
+    watcher_lanes: Container[str] | None = None,
+) -> Takeover:
     """What a new leader of `service` finds: a new incarnation, and whether Redis still
     holds the state its predecessor wrote. The watcher acks nothing meanwhile (this
-    service does not serve), so the ack floor read stands."""
+    service does not serve), so the ack floor read stands. `watcher_lanes`: the watcher
+    lanes whose events make its state (None: every lane), e.g. a queue shard's one."""
     first = not await had_incarnation(js, service)
     incarnation = await new_incarnation(js, service)
-    acked = acked_by_lane(await watcher_consumers(js))
+    acked = only_lanes(acked_by_lane(await watcher_consumers(js)), watcher_lanes)
     marker = await read_marker(redis, service)
     lost = None if first else lost_at_takeover(marker, acked)
     return Takeover(incarnation, marker, first, lost)

@@ -25,6 +25,7 @@ from shared.tools.servers import Server, free_port, spawn, start_nats, start_red
 
 SERVICES = ("watcher", "queue", "cache", "worker", "binder")
 LEADER_ELECTED = ("watcher", "queue", "cache")  # one leads, the others stand by
+SHARDED = ("watcher", "queue")  # a leader (and standbys) per shard (docs/scale.md §4)
 LEADER_METRIC = "leader_election_master_status"
 
 
@@ -34,7 +35,7 @@ class ServiceProc:
     proc: subprocess.Popen[bytes]
     http_port: int
     log_path: Path
-    shard: int | None = None  # a watcher shard's number (watcher_shards > 1)
+    shard: int | None = None  # a watcher or queue shard's number (shards > 1)
 
 
 @dataclass
@@ -45,9 +46,10 @@ class LocalStack:
     workers: int = 2
     binders: int = 2
     standbys: int = 0  # per leader-elected service (watcher, queue, cache), per shard
-    # watcher shards (KSCHED_SHARDS, docs/scale.md §4), each with its leader and standbys;
-    # queue and cache are not sharded yet
-    watcher_shards: int = 1
+    # watcher and queue shards (KSCHED_SHARDS, docs/scale.md §4), each with its leader and
+    # standbys; every service is told the count (workers and binders reach every queue
+    # shard); the cache is not sharded yet
+    shards: int = 1
     persist: bool = False  # Redis with its append-only file (restarts keep the data)
     # One nats-server, or a cluster of this many (natscluster.py) whose servers fsync
     # every write with `sync_always`; ksched's streams in `stream_replicas` copies
@@ -112,8 +114,8 @@ class LocalStack:
             self.redis = start_redis(self.workdir, persist=self.persist)
 
     def replicas(self, name: str) -> int:
-        if name == "watcher":
-            return (1 + self.standbys) * self.watcher_shards
+        if name in SHARDED:
+            return (1 + self.standbys) * self.shards
         if name in LEADER_ELECTED:
             return 1 + self.standbys
         return {"worker": self.workers, "binder": self.binders}.get(name, 1)
@@ -137,9 +139,11 @@ class LocalStack:
         }
         index = sum(1 for s in self.services if s.name == name)
         shard = None
-        if name == "watcher" and self.watcher_shards > 1:  # dealt round-robin over shards
-            shard = index % self.watcher_shards
-            env |= {"KSCHED_SHARDS": str(self.watcher_shards), "KSCHED_SHARD": str(shard)}
+        if self.shards > 1:
+            env["KSCHED_SHARDS"] = str(self.shards)
+            if name in SHARDED:  # dealt round-robin over shards
+                shard = index % self.shards
+                env["KSCHED_SHARD"] = str(shard)
         log_path = self.workdir / f"{name}-{index}.log"
         proc = spawn([sys.executable, "-m", f"services.{name}"], log_path, env)
         svc = ServiceProc(name, proc, port, log_path, shard)
@@ -167,8 +171,8 @@ class LocalStack:
                 time.sleep(0.1)
 
     def leader(self, name: str, shard: int | None = None) -> ServiceProc | None:
-        """The live replica of `name` (of watcher shard `shard`) that leads and serves
-        (None while none does)."""
+        """The live replica of `name` (of shard `shard`) that leads and serves (None
+        while none does)."""
         for svc in self.services:
             if svc.name != name or (shard is not None and svc.shard != shard):
                 continue
@@ -211,8 +215,8 @@ def _leads(http_port: int) -> bool:
 
 
 def _standbys(stack: LocalStack, name: str) -> int:
-    if name == "watcher":
-        return stack.standbys * stack.watcher_shards
+    if name in SHARDED:
+        return stack.standbys * stack.shards
     return stack.standbys if name in LEADER_ELECTED else 0
 
 
@@ -248,7 +252,7 @@ def temporary_stack(
     stream_replicas: int = 1,
     sync_always: bool = False,
     redis_sentinel: bool = False,
-    watcher_shards: int = 1,
+    shards: int = 1,
 ) -> Iterator[LocalStack]:
     """`running` in a temporary directory, for benchmarks; removed afterwards."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
@@ -260,7 +264,7 @@ def temporary_stack(
             stream_replicas=stream_replicas,
             sync_always=sync_always,
             redis_sentinel=redis_sentinel,
-            watcher_shards=watcher_shards,
+            shards=shards,
             env={"KSCHED_LOG_LEVEL": log_level},
         )
         with running(stack, services) as st:

@@ -18,6 +18,8 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 
 from shared.api.models import key_of
+from shared.runtime.watermark import read_marker
+from shared.sharding import QueueShard
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LEADER_ELECTED, LocalStack, running
 from shared.tools.invariants import audit
@@ -42,12 +44,12 @@ NODE_CPU = "6"
 Fault = Callable[[LocalStack], Awaitable[None]]
 
 
-def loss_stack(workdir: Path, *, persist: bool = False, watcher_shards: int = 1) -> LocalStack:
-    """Two workers and binders; watcher (each shard), queue and cache with a standby each
-    (a leader that loses its lease with the data hands over)."""
+def loss_stack(workdir: Path, *, persist: bool = False, shards: int = 1) -> LocalStack:
+    """Two workers and binders; watcher and queue (each shard) and cache with a standby
+    each (a leader that loses its lease with the data hands over)."""
     stack = make_test_stack(workdir)
     stack.standbys = 1
-    stack.watcher_shards = watcher_shards
+    stack.shards = shards
     stack.persist = persist
     stack.env["KSCHED_LOG_LEVEL"] = "info"
     return stack
@@ -197,9 +199,15 @@ async def assert_new_nodes_seen(nc: NATS, tracker: PodTracker) -> None:
 
 
 async def run_with_fault(
-    tmp_path: Path, fault: Fault, *, persist: bool = False, watcher_shards: int = 1
+    tmp_path: Path,
+    fault: Fault,
+    *,
+    persist: bool = False,
+    shards: int = 1,
+    after: Fault | None = None,
 ) -> None:
-    stack = loss_stack(tmp_path / "stack", persist=persist, watcher_shards=watcher_shards)
+    """`after`: checks of the stack once the invariants held."""
+    stack = loss_stack(tmp_path / "stack", persist=persist, shards=shards)
     with running(stack):
         nc = await nats.connect(stack.nats_url, max_reconnect_attempts=-1)
         try:
@@ -208,6 +216,8 @@ async def run_with_fault(
             nodes, pods = await publish_with_fault(nc, stack, tracker, fault)
             await assert_invariants(stack, tracker, nodes, pods)
             await assert_new_nodes_seen(nc, tracker)
+            if after is not None:
+                await after(stack)
         finally:
             await nc.close()
 
@@ -218,10 +228,31 @@ async def test_flushall_mid_run_loses_no_pod_and_overcommits_no_node(tmp_path: P
 
 
 @pytest.mark.timeout(300)
-async def test_flushall_mid_run_with_two_watcher_shards(tmp_path: Path) -> None:
-    """Queue and cache rebuild from the log with each shard's applied sequence reset to
-    the rebuild's cut, and the next takeover compares them with each shard's ack floor."""
-    await run_with_fault(tmp_path, flushall, watcher_shards=2)
+async def test_flushall_mid_run_with_two_shards(tmp_path: Path) -> None:
+    """Each queue shard and the cache rebuild from the log (a queue shard its own pods)
+    with each watcher shard's applied sequence reset to the rebuild's cut, and the next
+    takeover compares them with each shard's ack floor."""
+    lanes = [QueueShard(2, s).lane for s in range(2)]
+    before: dict[str, int] = {}
+
+    async def flush_shards(stack: LocalStack) -> None:
+        before.update(await queue_incarnations(stack, lanes))
+        await flushall(stack)
+
+    async def rebuilt(stack: LocalStack) -> None:
+        assert all(before.values()), before  # each shard kept its own state
+        after = await queue_incarnations(stack, lanes)
+        assert all(after[lane] > before[lane] for lane in lanes), (before, after)
+
+    await run_with_fault(tmp_path, flush_shards, shards=2, after=rebuilt)
+
+
+async def queue_incarnations(stack: LocalStack, lanes: list[str]) -> dict[str, int]:
+    client = aioredis.from_url(stack.redis_url)
+    try:
+        return {lane: (await read_marker(client, lane)).incarnation for lane in lanes}
+    finally:
+        await client.aclose()
 
 
 @pytest.mark.timeout(300)

@@ -10,7 +10,8 @@ every placement (shared/tools/invariants.replay).
 
 One devstack serves every example: an example uses its own name prefix and
 deletes its pods and nodes at the end, so the next one starts from an empty cluster.
-KSCHED_TEST_WATCHER_SHARDS=N runs it with N watcher shards (shared/sharding.py).
+KSCHED_TEST_WATCHER_SHARDS=N runs it with N watcher and queue shards (shared/sharding.py),
+the workers popping from every queue shard.
 """
 
 from __future__ import annotations
@@ -128,11 +129,13 @@ def key(pod: dict[str, Any]) -> str:
 def scale_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     workdir: Path = tmp_path_factory.mktemp("scale") / "stack"
     stack = LocalStack(workdir, workers=4, binders=2, env={"KSCHED_LOG_LEVEL": "warning"})
-    stack.watcher_shards = int(os.environ.get("KSCHED_TEST_WATCHER_SHARDS", "1"))
+    stack.shards = int(os.environ.get("KSCHED_TEST_WATCHER_SHARDS", "1"))
     try:
         stack.start_servers()
         stack.start_services()
         stack.wait_ready()
+        if stack.shards > 1:  # the queue is sharded too: a leader per shard
+            assert all(stack.leader("queue", s) for s in range(stack.shards))
         yield stack
     finally:
         stack.stop()

@@ -13,12 +13,13 @@ from typing import Any
 
 import nats
 import pytest
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from shared.runtime.watermark import watcher_consumers
 from shared.sharding import ShardMap, consumer_lane
 from shared.tools.client import PodTracker
-from shared.tools.devstack import LocalStack, running
+from shared.tools.devstack import LocalStack, ServiceProc, running
 from shared.tools.synthetic import make_node, make_pod
 from tests.conftest import make_test_stack
 from tests.e2e.test_redis_loss import assert_invariants, publish_with_fault
@@ -59,16 +60,39 @@ async def consumers_by_lane(js: JetStreamContext) -> dict[str, list[str]]:
     return lanes
 
 
-def pod_events(http_port: int) -> float:
-    """The pod events a watcher handled, by its /metrics."""
+def metric_total(http_port: int, name: str, label: str = "") -> float:
+    """The sum of a counter's samples (those whose labels hold `label`), by /metrics."""
     url = f"http://127.0.0.1:{http_port}/metrics"
     with urllib.request.urlopen(url, timeout=5) as resp:
         lines = resp.read().decode().splitlines()
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in lines
-        if line.startswith("ksched_watcher_events_total{") and 'kind="pod"' in line
+        if line.startswith(f"{name}{{") and label in line
     )
+
+
+def pod_events(http_port: int) -> float:
+    """The pod events a watcher handled."""
+    return metric_total(http_port, "ksched_watcher_events_total", 'kind="pod"')
+
+
+async def run_with_kill(
+    nc: NATS,
+    stack: LocalStack,
+    tracker: PodTracker,
+    leader: ServiceProc | None,
+    pods: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+) -> None:
+    """Publish the nodes and `pods`, SIGKILL `leader` mid-run; then every pod must be
+    bound once, none lost, no node overcommitted."""
+
+    async def kill(_: LocalStack) -> None:
+        assert leader is not None
+        leader.proc.send_signal(signal.SIGKILL)
+
+    await publish_with_fault(nc, stack, tracker, kill, pods, chunk=CHUNK, pace=PACE)
+    await assert_invariants(stack, tracker, *pods)
 
 
 @pytest.mark.timeout(300)
@@ -82,7 +106,7 @@ async def test_every_pod_is_bound_once_and_a_killed_shard_leader_hands_over_its_
     }
     assert owners == set(range(shards))  # every shard has pods to handle
     stack = make_test_stack(tmp_path / "stack")
-    stack.watcher_shards, stack.standbys = shards, 1
+    stack.shards, stack.standbys = shards, 1
     stack.env["KSCHED_LOG_LEVEL"] = "info"
     with running(stack):
         nc = await nats.connect(stack.nats_url, max_reconnect_attempts=-1)
@@ -97,15 +121,7 @@ async def test_every_pod_is_bound_once_and_a_killed_shard_leader_hands_over_its_
             }
             assert all(leaders.values()), leaders
 
-            async def kill(_: LocalStack) -> None:
-                killed = leaders[KILLED]
-                assert killed is not None
-                killed.proc.send_signal(signal.SIGKILL)
-
-            await publish_with_fault(
-                nc, stack, tracker, kill, (nodes, pods), chunk=CHUNK, pace=PACE
-            )
-            await assert_invariants(stack, tracker, nodes, pods)
+            await run_with_kill(nc, stack, tracker, leaders[KILLED], (nodes, pods))
             after = await consumers_by_lane(js)
             for s in range(shards):  # one consumer per shard; only the killed one's is new
                 lane = f"watcher.{s}"

@@ -99,7 +99,8 @@ def test_settings_choose_the_shard_and_its_lease() -> None:
     assert Settings.from_env("watcher", {}).lease_name == "watcher"
     env = {"KSCHED_SHARDS": "3", "KSCHED_SHARD": "2"}
     assert Settings.from_env("watcher", env).lease_name == "watcher.2"
-    assert Settings.from_env("queue", env).lease_name == "queue"  # not sharded yet
+    assert Settings.from_env("queue", env).lease_name == "queue.2"
+    assert Settings.from_env("cache", env).lease_name == "cache"  # not sharded yet
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,7 @@ from shared.wire import pack
 INCARNATION = 1
 
 
-class _Sink:
+class FeedSink:
     """Where NodeFeed.publish sends: kept in a list."""
 
     max_payload = 8 * 1024 * 1024
@@ -57,7 +57,7 @@ class _Cache:
         self.nodes: dict[str, NodeInfo] = {}
         self.seq = count(1)
         self.feed = NodeFeed()
-        self.sink = _Sink()
+        self.sink = FeedSink()
         for name in self.names:
             info = NodeInfo(name)
             info.set_node(make_node(name))

@@ -38,7 +38,7 @@ from shared.tools.bench.report import (
 from shared.tools.bench.runner import BenchResult, run_workload
 from shared.tools.bench.traffic import ops_line
 from shared.tools.bench.workloads import WORKLOADS, Workload
-from shared.tools.devstack import temporary_stack
+from shared.tools.devstack import SHARDED, temporary_stack
 
 BASIC = "SchedulingBasic"
 
@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--shards",
         type=int,
         default=1,
-        help="watcher shards (KSCHED_SHARDS, docs/scale.md §4); queue and cache stay single",
+        help="watcher and queue shards (KSCHED_SHARDS, docs/scale.md §4); the cache stays single",
     )
     parser.add_argument(
         "--scaling",
@@ -109,7 +109,7 @@ def _run_one(w: Workload, args: argparse.Namespace, workers: int, paced: int) ->
         flush=True,
     )
     with temporary_stack(
-        "ksched-bench-", workers=workers, binders=args.binders, watcher_shards=args.shards
+        "ksched-bench-", workers=workers, binders=args.binders, shards=args.shards
     ) as stack:
         result = asyncio.run(
             run_workload(
@@ -133,16 +133,17 @@ def _run_one(w: Workload, args: argparse.Namespace, workers: int, paced: int) ->
     for line in churn_lines([result]):
         print(f"    {line}", flush=True)
     if args.shards > 1:
-        print(f"    {shard_line(result, args.shards)}", flush=True)
+        for role in SHARDED:
+            print(f"    {shard_line(result, role, args.shards)}", flush=True)
     print(f"    {ops_line(result.ops_per_pod)}", flush=True)
     return result
 
 
-def shard_line(r: BenchResult, shards: int) -> str:
-    """Each watcher shard's CPU per 1000 bound pods (the role's column sums them)."""
+def shard_line(r: BenchResult, role: str, shards: int) -> str:
+    """Each shard's CPU of `role` per 1000 bound pods (the role's column sums them)."""
     per = r.cpu_per_1000_pods
-    cells = ", ".join(f"{s}: {per.get(f'watcher.{s}', 0):.2f}" for s in range(shards))
-    return f"watcher shards, CPU s per 1000 bound pods: {cells}"
+    cells = ", ".join(f"{s}: {per.get(f'{role}.{s}', 0):.2f}" for s in range(shards))
+    return f"{role} shards, CPU s per 1000 bound pods: {cells}"
 
 
 def _throughput_text(r: BenchResult) -> str:
@@ -161,8 +162,8 @@ def run_bench(args: argparse.Namespace) -> int:
     print(f"ksched bench ({variant}): workloads {' '.join(args.workloads)}", flush=True)
     if args.shards > 1:
         print(
-            f"{args.shards} watcher shards (a leader each); queue and cache stay single: "
-            "their shards are not built yet (docs/scale.md §4)",
+            f"{args.shards} watcher and queue shards (a leader each); the cache stays "
+            "single: its shards are not built yet (docs/scale.md §4)",
             flush=True,
         )
     before = calibrate()

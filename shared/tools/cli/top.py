@@ -14,7 +14,7 @@ import importlib
 import json
 import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -216,9 +216,9 @@ async def take_sample(
     """One sample; `starting`: what is still under way (the watch's replay, imports),
     waited for while discovery listens."""
     instances, _ = await asyncio.gather(discover(nc), starting or asyncio.sleep(0))
-    has_queue = any(i.service == "queue" for i in instances)
     texts, queue = await asyncio.gather(
-        asyncio.gather(*(scrape(nc, i) for i in instances)), queue_counts(nc, has_queue)
+        asyncio.gather(*(scrape(nc, i) for i in instances)),
+        queue_counts(nc, stats_subjects(instances)),
     )
     per_service: dict[str, list[str]] = defaultdict(list)
     for inst, text in zip(instances, texts, strict=True):
@@ -240,12 +240,27 @@ async def take_sample(
 SAMPLE_MODULES = ("shared.framework.types", "prometheus_client.parser")
 
 
-async def queue_counts(nc: NATS, running: bool) -> dict[str, int]:
-    """The queue's sub-queue sizes ({} when it does not run or answer)."""
-    if not running:
-        return {}
+def stats_subjects(instances: list[Instance]) -> list[str]:
+    """Where the queue's leaders answer stats: one subject, or one per queue shard
+    (`ksched.internal.queue.<s>.stats`, as each leader's discovery names it); a queue
+    found without it (a standby only, an older one) is asked on QUEUE_STATS."""
+    queues = [i for i in instances if i.service == "queue"]
+    subjects = sorted({i.endpoints["stats"] for i in queues if "stats" in i.endpoints})
+    return subjects or ([QUEUE_STATS] if queues else [])
+
+
+async def queue_counts(nc: NATS, subjects: list[str]) -> dict[str, int]:
+    """The queue's sub-queue sizes, summed over its shards ({} when none answers)."""
+    replies = await asyncio.gather(*(_counts(nc, s) for s in subjects))
+    total: Counter[str] = Counter()
+    for counts in replies:
+        total.update(counts)
+    return dict(total) if any(replies) else {}
+
+
+async def _counts(nc: NATS, subject: str) -> dict[str, int]:
     try:
-        return dict(json.loads((await nc.request(QUEUE_STATS, b"", timeout=2)).data)["counts"])
+        return dict(json.loads((await nc.request(subject, b"", timeout=2)).data)["counts"])
     except Exception:
         return {}
 
