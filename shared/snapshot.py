@@ -57,6 +57,7 @@ class _Pending:
     since: float
     committed_at: float = _NOT_YET
     acked: bool = False  # the cache committed it
+    cycle: int = 0  # the attempt's (the queue's) cycle
 
 
 _DELTA_LUA = files("shared.lua").joinpath("snapshot_delta.lua").read_text()
@@ -341,11 +342,22 @@ class Snapshot:
             self._columns = self._cluster.columns
         return self._cluster
 
-    def assume(self, pod: PodInfo, node_name: str) -> None:
+    def assume(self, pod: PodInfo, node_name: str, cycle: int = 0) -> None:
         """Count `pod` on the node locally, so that later pods (of this batch and of the
         other lanes) see it, until the cache's record of the node shows it or `forget`."""
-        self._pending[pod.key] = _Pending(pod, node_name, time.monotonic())
+        self.supersede(pod.key, cycle)
+        self._pending[pod.key] = _Pending(pod, node_name, time.monotonic(), cycle=cycle)
         self._add_local(pod, node_name)
+
+    def supersede(self, key: str, cycle: int) -> None:
+        """The queue handed `key` out again, as attempt `cycle`: an earlier attempt's
+        local assumption holds no room any more. That attempt lapsed at the queue while
+        its assume was still out (a lane waits up to its request timeout for an answer
+        that died with a NATS server); kept, it counted the pod twice, or against
+        itself, and turned pods away until that lane gave up."""
+        p = self._pending.get(key)
+        if p is not None and p.cycle != cycle:
+            self._drop_local(key, p.node)
 
     def committed(self, key: str, generation: int | None) -> None:
         """The cache committed the assumption of `key`; its node's record carries it from
@@ -369,11 +381,18 @@ class Snapshot:
         if self._columns is not None:
             self._columns.update(node_name)
 
-    def forget(self, pod: PodInfo, node_name: str) -> None:
-        """Drop a local assumption the cache refused (or that will not bind)."""
-        self._pending.pop(pod.key, None)
+    def forget(self, pod: PodInfo, node_name: str, cycle: int = 0) -> None:
+        """Drop attempt `cycle`'s local assumption, which the cache refused (or that will
+        not bind); nothing when a later attempt of the pod holds it (`supersede`)."""
+        p = self._pending.get(pod.key)
+        if p is not None and p.cycle != cycle:
+            return
+        self._drop_local(pod.key, node_name)
+
+    def _drop_local(self, key: str, node_name: str) -> None:
+        self._pending.pop(key, None)
         node = self.nodes.get(node_name)
-        if node is None or not node.remove_pod(pod.key):
+        if node is None or not node.remove_pod(key):
             return
         if self._cluster is not None:
             self._cluster.node_changed(node_name)

@@ -114,6 +114,10 @@ class Cache:
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodState] = {}
         self.assumed: set[str] = set()  # keys of assumed pods, for permit signals
+        # Attempts forgotten before their assume came (key, cycle -> until): that assume
+        # is refused. Its request can outlive the attempt (a worker waits its timeout
+        # through a NATS server's death); let in, it held room nobody would forget.
+        self.forgotten_attempts: dict[tuple[str, int], float] = {}
         self.image_states: dict[str, ImageState] = {}
         self.generation = 0
         self.dirty_nodes: set[str] = set()
@@ -199,6 +203,8 @@ class Cache:
     ) -> AssumeResult:
         """Validate-then-commit: re-run the profile's filters against committed state
         (`validate=False` only when verdict_holds)."""
+        if (pod.key, cycle) in self.forgotten_attempts:
+            return AssumeResult(False, _conflict("the attempt was forgotten (its lease lapsed)"))
         current = self.pods.get(pod.key)
         if current is not None and current.state == ADDED:
             return AssumeResult(False, _conflict("pod is already bound"))
@@ -310,9 +316,12 @@ class Cache:
 
     def forget_attempt(self, key: str, cycle: int) -> bool:
         """Forget the assumption of one attempt, known by its cycle only (its bind
-        request could not be read, so its uid is unknown)."""
+        request could not be read, so its uid is unknown). One not assumed yet is
+        remembered, so that its assume, should it still come, is refused."""
         state = self.pods.get(key)
         if state is None or state.state != ASSUMED or state.cycle != cycle:
+            if cycle:  # cycle 0: an attempt no state knows of (a rebuilt queue's)
+                self.forgotten_attempts[(key, cycle)] = self.clock() + self.unbound_ttl
             return False
         self._remove(state)
         return True
@@ -404,6 +413,7 @@ class Cache:
         for state in expired:
             self._remove(state)
         self.nominations.expire(now)
+        self.forgotten_attempts = {a: t for a, t in self.forgotten_attempts.items() if t > now}
         return [s.key for s in expired]
 
     # --- persistence ------------------------------------------------------------

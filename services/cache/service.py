@@ -26,6 +26,7 @@ from services.cache.nominations import Nomination
 from services.cache.rebuild import assume_in_flight, unknown_to
 from services.cache.records import NodeRecords
 from shared import keys, stages
+from shared.framework.events import EVENT_ASSIGNED_POD_DELETE
 from shared.framework.interface import ClusterObjects
 from shared.framework.profile_map import ProfileMap
 from shared.framework.types import PodInfo
@@ -38,6 +39,7 @@ from shared.runtime import metrics
 from shared.runtime.fencing import FencedBatch
 from shared.runtime.flush import Flusher
 from shared.runtime.informer import watch_owners
+from shared.runtime.moves import move_at_queue_shards
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import apply_each, chunks_for, serve
 from shared.runtime.service import Runtime
@@ -108,6 +110,7 @@ class CacheService:
         self.feed = NodeFeed()  # each landed write's node changes, for the workers
         self.flusher = Flusher(self._write)
         self.stopping = asyncio.Event()
+        self._moving: asyncio.Task[None] | None = None  # a move for expired room, out
         # events come from the watcher's leader only: a deposed one's are refused
         self.watchers = rt.watcher_floors()  # each watcher shard fenced by its epoch
         reg = rt.registry
@@ -138,8 +141,18 @@ class CacheService:
             if expired:
                 self.expired.inc(len(expired))
                 log.info("expired assumed pods: %s", ", ".join(expired[:20]))
+                self._move_for_freed_room()
             await self.flusher.flush_quietly(log)
             self._update_gauges()
+
+    def _move_for_freed_room(self) -> None:
+        """Expired assumptions freed room no watch event tells the queue of: the pods
+        parked for want of it get another look (kube's AssignedPodDelete), not after
+        the leftover flush. Sent apart, so that a queue away does not hold this loop."""
+        if self._moving is None or self._moving.done():
+            self._moving = asyncio.create_task(
+                move_at_queue_shards(self.rt.nc, self.rt.settings.shards, EVENT_ASSIGNED_POD_DELETE)
+            )
 
     def _set_pod_groups(self, pod_groups: PodGroups) -> None:
         """Coscheduling's PreFilter, re-run at assume, reads the groups the cache tracks."""

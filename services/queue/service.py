@@ -47,7 +47,6 @@ from shared.framework.events import (
     WORKLOAD_POD_GROUP,
     action_type,
     event_from_label,
-    event_label,
 )
 from shared.framework.interface import ClusterEvent, ClusterObjects
 from shared.framework.profile_map import ProfileMap
@@ -61,8 +60,9 @@ from shared.runtime.fencing import FencedBatch
 from shared.runtime.flush import Flusher
 from shared.runtime.framework_metrics import record_frameworks
 from shared.runtime.informer import watch_owners
+from shared.runtime.moves import move_at_queue_shards
 from shared.runtime.retry import retry_forever
-from shared.runtime.rpc import apply_each, request, request_all, serve
+from shared.runtime.rpc import apply_each, request_all, serve
 from shared.runtime.service import Runtime
 from shared.runtime.watermark import (
     CHECK_SECONDS,
@@ -70,7 +70,6 @@ from shared.runtime.watermark import (
     incarnation_base,
     state_at_takeover,
 )
-from shared.sharding import queue_shards
 from shared.stages import QUEUED
 from shared.subjects import (
     CACHE_BINDING,
@@ -254,16 +253,8 @@ class QueueService:
         await self.flusher.flush_quietly(log)
 
     async def _move_at_other_shards(self, event: ClusterEvent) -> None:
-        """The room freed may fit the other queue shards' pods too. Asked once: a shard
-        failing over meanwhile is not waited for (its pods that miss this move still
-        leave unschedulable within the leftover flush, UNSCHEDULABLE_FLUSH_SECONDS)."""
-        body = {"reports": [], "move": event_label(event)}
-        for other in queue_shards(self.shard.shards):
-            if other != self.shard:
-                try:
-                    await request(self.rt.nc, other.subject(QUEUE_REPORT), body)
-                except Exception as err:
-                    log.warning("move not sent to %s: %s", other.lane, err)
+        """The room freed may fit the other queue shards' pods too."""
+        await move_at_queue_shards(self.rt.nc, self.shard.shards, event, skip=self.shard)
 
     async def shutdown(self) -> None:
         self.stopping.set()

@@ -47,6 +47,17 @@ from shared.wire import Chunk, body_limit, is_msgpack
 log = logging.getLogger("ksched.watcher")
 
 BATCH = 1000
+# A delivery's reply timeout, by try. For the 4-6 s until the servers drop the route
+# to a host that was cut off, a request to the queue's or cache's group may still be
+# handed to the old leader there and is never answered: waiting 10 s on it was most of
+# the rebind after such a cut (docs/reliability.md, third pass). A receiver that is only
+# slow (a burst) gets longer each time, so a chunk is sent at most twice more for it.
+DELIVERY_TIMEOUTS = (3.0, 6.0, 10.0)
+
+
+def delivery_timeout(tries: int) -> float:
+    """How long the try after `tries` failed ones waits for its reply."""
+    return DELIVERY_TIMEOUTS[min(tries, len(DELIVERY_TIMEOUTS) - 1)]
 
 
 class Watcher:
@@ -285,10 +296,12 @@ class Watcher:
         offset = 0
         for chunk in chunks:
             reply: dict[str, Any] = {}
+            tries = 0
 
             async def send(data: bytes = chunk.data) -> None:
-                nonlocal reply
-                reply = await request_packed(self.rt.nc, subject, data, timeout=10)
+                nonlocal reply, tries
+                timeout, tries = delivery_timeout(tries), tries + 1
+                reply = await request_packed(self.rt.nc, subject, data, timeout=timeout)
 
             # stopping: the batch stays unacked, and the successor delivers it
             await retry_forever(f"deliver to {subject}", send, until=self.stopping)

@@ -61,7 +61,7 @@ class Committer:
         return refused, []
 
     def _undo(self, a: Attempt) -> None:
-        self.snapshot.forget(a.pod, a.node)
+        self.snapshot.forget(a.pod, a.node, a.cycle)
         a.framework.run_reserve_plugins_unreserve(a.state, a.pod, a.node)
         # kube assumes before Reserve, so a failed assume runs no Unreserve there;
         # ksched runs it only to undo Reserve, and drops what it asks of waiting pods.

@@ -265,6 +265,11 @@ class Worker:
         # attempt forgotten, a pod deleted): the queue's move for it may have come
         # before these pods were popped, and nothing else would bring them back.
         gone = gone or (bool(failed) and await self._freed_since(freed))
+        # An unanswered assume's room, held here while it was out (up to its timeout),
+        # was just given back: pods turned away against it meanwhile were parked, and
+        # the queue's move at its fence came before. kube's binding-cycle failure
+        # forgets the assumed pod and moves them the same way (AssignedPodDelete).
+        gone = gone or bool(unanswered)
         move = event_label(EVENT_ASSIGNED_POD_DELETE) if gone else None
         per_pod = (time.perf_counter() - start) / max(len(queued), 1)
         self.per_pod_seconds = (
@@ -302,6 +307,8 @@ class Worker:
         if scheduler is None:
             reports.append(queued_report(qp, "error", "no profile for schedulerName"))
             return None
+        # The pod is out again: an earlier attempt's room held here goes before its Filter.
+        self.snapshot.supersede(pod.key, qp["cycle"])
         return Attempt(qp, pod, scheduler)
 
     async def _schedule_and_commit(
@@ -339,7 +346,7 @@ class Worker:
         committed, rejected = self.permit.run(committed)
         if rejected:  # they were committed: give their room back
             for a, _ in rejected:
-                self.snapshot.forget(a.pod, a.node)
+                self.snapshot.forget(a.pod, a.node, a.cycle)
             body = {"forget": [[a.pod.key, a.qp["uid"]] for a, _ in rejected]}
             await retry_forever("forget at cache", lambda: request(self.rt.nc, CACHE_BINDING, body))
         # Before any bind request goes out: a binder asking about a waiting pod must
@@ -380,7 +387,7 @@ class Worker:
         if not status.ok:
             a.framework.run_reserve_plugins_unreserve(a.state, a.pod, a.node)
             return SchedulingError(status)
-        self.snapshot.assume(a.pod, a.node)  # later pods in the batch see it
+        self.snapshot.assume(a.pod, a.node, a.cycle)  # later pods in the batch see it
         return None
 
     def _unanswered(self, a: Attempt) -> Report:

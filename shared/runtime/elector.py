@@ -39,6 +39,16 @@ UNANSWERED = (
     NoStreamResponseError,
     ServiceUnavailableError,
 )
+# A try that failed with one of these heard nothing from the bucket (unanswered, or the
+# connection to it down): no verdict against the holder (runtime/lease.py Lease.failed).
+SILENT = (
+    *UNANSWERED,
+    OSError,  # TimeoutError included: the try's budget spent on reads nobody answered
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.NoServersError,
+    nats.errors.StaleConnectionError,
+)
 
 
 @dataclass
@@ -91,6 +101,11 @@ class LeaderElector:
         self.lost = asyncio.Event()
         self._renewer = renewer
         self._stalled = stalled
+        # When the running try last asked the bucket (its read, sent again every half
+        # retry period): what an unanswered try that overran its budget keeps the lease
+        # current from (runtime/lease.py Lease.failed).
+        self._asked = 0.0
+        self._raising: asyncio.Task[None] | None = None  # the epoch raise in flight
 
     async def _loop_clients(self) -> LeaseClients:
         return self.clients
@@ -103,7 +118,7 @@ class LeaderElector:
             self.lost.set()
 
     async def _try(self, clients: GetClients) -> None:
-        started = time.monotonic()
+        started = self._asked = time.monotonic()
         budget = max(self.lease.budget(started), 0.1)
         try:
             await asyncio.wait_for(self._attempt(clients, started), budget)
@@ -111,7 +126,14 @@ class LeaderElector:
             raise
         except Exception as err:
             log.warning("%s lease: try failed: %s", self.service, str(err) or type(err).__name__)
-            self.lease.failed(time.monotonic())
+            ended = time.monotonic()
+            if not isinstance(err, SILENT):
+                self.lease.failed(ended)
+                return
+            # Silent until it ended, unless it overran its budget (the thread was frozen
+            # or starved mid-try): then only its last ask is known to be in time.
+            overran = ended - started > budget + self.lease.config.retry_period / 2
+            self.lease.failed(ended, started, self._asked if overran else ended)
 
     async def _attempt(self, get: GetClients, started: float) -> None:
         """kube's tryAcquireOrRenew: read, decide, compare-and-set."""
@@ -119,7 +141,8 @@ class LeaderElector:
         record, revision = await self._read(clients.store)
         if not lease.read(time.monotonic(), record, revision):
             return
-        floor = 0 if lease.leading else await self._floor(clients.redis)
+        renewing = lease.leading
+        floor = 0 if renewing else await self._floor(clients.redis)
         claim = lease.claim(time.time(), floor)
         try:
             landed = await clients.store.write(self.service, claim, revision)
@@ -127,7 +150,10 @@ class LeaderElector:
             lease.outraced()
             return
         lease.wrote(started, claim, landed)
-        await self._raise_epoch(clients.redis)
+        if renewing:
+            self._raise_epoch_apart(clients.redis)
+        else:  # a new term: its epoch in Redis at once where it answers
+            await self._raise_epoch(clients.redis)
 
     async def _read(self, store: LeaseStore) -> tuple[LeaseRecord | None, int]:
         """The lease record, asked for again every half retry period until one of the
@@ -142,7 +168,7 @@ class LeaderElector:
         asking: set[asyncio.Task[tuple[LeaseRecord | None, int]]] = set()
         try:
             while True:
-                asked = time.monotonic()
+                asked = self._asked = time.monotonic()
                 asking.add(asyncio.create_task(store.read(self.service)))
                 while (left := asked + pace - time.monotonic()) > 0:
                     if not asking:  # all refused at once (no leader yet): pace them
@@ -172,6 +198,26 @@ class LeaderElector:
             log.warning("%s lease: no epoch floor from redis: %s", self.service, err)
             return 0
 
+    def _raise_epoch_apart(self, redis: aioredis.Redis) -> None:
+        """A renewal raises the epoch in a task of its own, one at a time, not within
+        the try. A silent Redis (its primary's host cut off) held each try that had
+        renewed until its budget ran out: counted unanswered as if the lease store were
+        silent, renewals only every renew deadline, and the raise cancelled each time
+        before redis-py could time out and reconnect to the new primary. A new leader
+        raises it before serving all the same (fence_raised)."""
+        loop, raising = asyncio.get_running_loop(), self._raising
+        if raising is not None and not raising.done() and raising.get_loop() is loop:
+            return  # the last one is still on its way
+        self._raising = loop.create_task(self._raise_epoch(redis))
+
+    async def _stop_raising(self) -> None:
+        """The lease thread's raise in flight ends with the thread's loop."""
+        raising, self._raising = self._raising, None
+        if raising is not None and raising.get_loop() is asyncio.get_running_loop():
+            raising.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await raising
+
     async def _raise_epoch(self, redis: aioredis.Redis) -> None:
         """Write our epoch into Redis, set if greater: after a Redis failover that lost
         it, a deposed leader's writes are refused again from here on."""
@@ -194,11 +240,31 @@ class LeaderElector:
                 return
             await asyncio.sleep(self.lease.next_try_in(time.monotonic()))
 
+    async def fence_raised(self) -> None:
+        """Before a new leader serves: its epoch in Redis, asked until it lands (the
+        raise at acquisition is let go when Redis is away). A predecessor that kept its
+        lease through a silent lease store (runtime/lease.py) may still be writing; from
+        here on Redis refuses its writes, so nothing it writes lands after this leader
+        has read its state. Fenced (a newer epoch exists): this leader is deposed."""
+        delay = self.lease.config.retry_period / 2
+        while not self.lost.is_set():
+            try:
+                await raise_epoch(self.clients.redis, self.service, self.lease.epoch)
+                return
+            except Fenced as err:
+                log.error("%s lease: redis knows a newer epoch: %s", self.service, err)
+                self.fence()
+                return
+            except Exception as err:
+                log.warning("%s lease: raising redis's epoch failed: %s", self.service, err)
+                await _set_within(self.lost, delay)
+
     async def hold(self) -> None:
         """Renew every retry period; return once the lease is lost."""
         if self._renewer is None:
             if await self._renew(self._loop_clients, self.lost) is not Held.STOPPED:
                 self.lost.set()
+            await self._stop_raising()
         else:
             await self._hold_from_thread(self._renewer)
         log.error(
@@ -281,6 +347,7 @@ class LeaderElector:
             if held is Held.GAVE_UP:
                 await self._exit_unless_stopped(stop)
         finally:
+            await self._stop_raising()
             for clients in opened:
                 if clients.close is not None:
                     with contextlib.suppress(Exception):

@@ -24,6 +24,16 @@ revision moved (outraced).
 - retry period: how often a leader renews and a standby tries (a standby also tries
   as soon as the holder's lease is due to lapse by its clock).
 
+- a silent store: a leader whose tries the bucket leaves unanswered (no answer, no
+  responder, 503: e.g. the bucket electing its Raft leader, 4-9 s) keeps its lease
+  past the renew deadline for as long as it keeps asking, each unanswered ask made
+  while current keeping it current for a renew deadline more; a standby that met the
+  silence too gives the holder the margin between renew deadline and lease duration
+  to renew once the store answers again. Nobody can be handed a new term while the
+  store has no leader; a holder that is only cut off from a store that answers others
+  may overlap its successor, whose writes fencing keeps apart (docs/reliability.md,
+  "A silent lease store").
+
 - progress: before each renewal the leader checks that its service makes progress
   (runtime/progress.py); a leader found stalled at two renewals in a row releases
   its lease, so that a standby takes over, instead of holding it while wedged.
@@ -185,6 +195,10 @@ class Lease:
         self.revision = 0  # the record's revision in the bucket (0: no record)
         self.observed_at = 0.0  # when this revision was first seen (own monotonic clock)
         self.renewed_at = 0.0  # when our last landed write was sent (own monotonic clock)
+        # When the last try the store left unanswered was sent, while this lease was
+        # current: it keeps the lease current as a renewal would (a silent store).
+        self.silent_at = 0.0
+        self._met_silence = False  # a standby's try went unanswered since its last read
         # Why this leader lost, for its last log line: the holder it read says nothing
         # when its tries went unanswered (still itself).
         self.lost_because = ""
@@ -201,6 +215,12 @@ class Lease:
         duration."""
         if revision != self.revision:
             self.revision, self.observed_at = revision, now
+        elif self._met_silence:
+            # The holder may have been asking the silent store as we were, unable to
+            # renew: it gets the renew deadline's margin to do so from now on.
+            grace = self.config.lease_duration - self.config.renew_deadline
+            self.observed_at = max(self.observed_at, now - self.config.lease_duration + grace)
+        self._met_silence = False
         self.record = record
         self.holder = record.holder if record is not None else ""
         if self.role is Role.LOST:
@@ -254,7 +274,12 @@ class Lease:
         """Whether this leader may still write: leading, and renewed within the renew
         deadline by its own clock (a leader frozen past it has possibly been
         succeeded, whatever its lease thread has not noticed yet)."""
-        return self.role is Role.LEADING and now - self.renewed_at < self.config.renew_deadline
+        return self.role is Role.LEADING and now - self._kept_at() < self.config.renew_deadline
+
+    def _kept_at(self) -> float:
+        """Since when the renew deadline counts: the last renewal that landed, or a later
+        try that the store left unanswered while this lease was current."""
+        return max(self.renewed_at, self.silent_at)
 
     def stalled(self, reason: str | None) -> bool:
         """What the progress check before a renewal found (None: progress). True when
@@ -270,9 +295,26 @@ class Lease:
         self._lose(because)
         self.holder = ""
 
-    def failed(self, now: float) -> None:
-        """A try that reached no verdict (the bucket unreachable): a leader keeps its
-        role until the renew deadline passes."""
+    def failed(
+        self,
+        now: float,
+        unanswered_since: float | None = None,
+        unanswered_until: float | None = None,
+    ) -> None:
+        """A try that reached no verdict: a leader keeps its role until the renew
+        deadline passes. `unanswered_since` .. `unanswered_until`: when the store left
+        the try unanswered (no answer, no responder, 503) rather than failing otherwise,
+        from when it was sent until when it was given up (the elector says `until` only
+        for a try that ran no longer than its budget: a thread frozen mid-try gives its
+        last ask). Sent while this lease was current, it keeps the lease current for a
+        renew deadline from `until`: while the store does not answer, nobody is handed
+        a new term. (Not from the try's start: a try may last until its deadline, and
+        the next one, a retry period later, must find the lease current.)"""
+        if unanswered_since is not None:
+            self._met_silence = True
+            if self.current(unanswered_since):
+                heard = unanswered_since if unanswered_until is None else unanswered_until
+                self.silent_at = max(self.silent_at, heard)
         if self.role is Role.LEADING and not self.current(now):
             # e.g. the lease bucket without a Raft leader (its server died): nats-server
             # elects the next one 4-9 s later, past a renew deadline shorter than that
@@ -294,7 +336,7 @@ class Lease:
     def budget(self, now: float) -> float:
         """How long the next try may take: a leader must know before its renew deadline."""
         if self.role is Role.LEADING:
-            return max(self.config.renew_deadline - (now - self.renewed_at), 0.0)
+            return max(self.config.renew_deadline - (now - self._kept_at()), 0.0)
         return self.config.retry_period
 
     def next_try_in(self, now: float) -> float:

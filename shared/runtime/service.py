@@ -95,7 +95,12 @@ class Runtime:
         self.js = self.nc.jetstream(timeout=10)
         self.takeover_js = self.nc.jetstream(timeout=TAKEOVER_REQUEST_TIMEOUT)
         replicas = self.settings.stream_replicas
-        await retry_forever("ensure streams", lambda: ensure_streams(self.js, replicas=replicas))
+        # With the takeover's short timeout too: a service restarted while the server it
+        # reached is cut off (or a stream elects its leader) asked again only after the
+        # services' 10 s, per stream; the client's pings move it to another server.
+        await retry_forever(
+            "ensure streams", lambda: ensure_streams(self.takeover_js, replicas=replicas)
+        )
         if self.settings.service in LEADER_ELECTED:
             await retry_forever("open the lease bucket", self._open_leases)
         self.micro = await register(
@@ -108,7 +113,7 @@ class Runtime:
         )
 
     async def _open_leases(self) -> None:
-        await ensure_lease_bucket(self.js, self._lease_replicas)
+        await ensure_lease_bucket(self.takeover_js, self._lease_replicas)
         self.leases = await LeaseStore.open(self.js)
         settings = self.settings
         self.elector = LeaderElector(
@@ -168,6 +173,7 @@ class Runtime:
             await self.elector.acquire()
             self.leader_status.labels(self.settings.service).set(1)
             self.holding = asyncio.create_task(self.elector.hold())
+            await self.elector.fence_raised()
 
     async def _stop_holding(self) -> None:
         """Stop renewing (the renewal thread's last try ends first)."""

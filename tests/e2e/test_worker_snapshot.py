@@ -82,6 +82,27 @@ async def test_a_forgotten_assumption_is_not_put_back(redis: aioredis.Redis) -> 
     assert snapshot.nodes["n1"].pods == {}
 
 
+async def test_a_pod_out_again_drops_its_earlier_attempts_room(redis: aioredis.Redis) -> None:
+    """Attempt 1's assume is out (its lane awaits an answer that died with a NATS
+    server); the queue's lease on it lapses and the pod goes out again as attempt 2. The
+    earlier room is no longer counted (it was, for the 10 s of the assume's timeout:
+    pods turned away with "Insufficient cpu" at test_nats_cluster's lease-bucket kill),
+    and attempt 1's late undo leaves attempt 2's room alone."""
+    pod = PodInfo.of(make_pod("p", cpu="3"), 1)
+    await write_node(redis, node("n1"), 1)
+    await write_node(redis, node("n2"), 1)
+    snapshot = Snapshot(redis)
+    await snapshot.refresh()
+    snapshot.assume(pod, "n1", cycle=1)
+    snapshot.supersede(pod.key, 2)  # popped again, before its Filter
+    assert snapshot.nodes["n1"].pods == {}
+    snapshot.assume(pod, "n2", cycle=2)
+    snapshot.forget(pod, "n1", cycle=1)  # attempt 1's assume timed out: undone
+    assert snapshot.nodes["n1"].pods == {}
+    assert set(snapshot.nodes["n2"].pods) == {pod.key}
+    assert snapshot.uncommitted() == {pod.key}
+
+
 async def committed_locally(redis: aioredis.Redis, pod: PodInfo, generation: int) -> Snapshot:
     """A snapshot of n1 (empty, generation 1) in which `pod` was assumed and then
     committed by the cache at `generation`."""

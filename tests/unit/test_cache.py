@@ -119,6 +119,32 @@ def test_reassume_replaces_a_stale_assumption(cache: Cache) -> None:
     assert cache.nodes["n2"].requested["cpu"] == 400
 
 
+def test_an_attempt_forgotten_before_its_assume_came_is_refused(cache: Cache) -> None:
+    """The queue fenced attempt 7 and asked to forget it while its assume was still on
+    the way (held through a NATS server's death): let in late, it held room that
+    nobody would forget until the unbound TTL, and the pods it kept out stayed parked."""
+    assert not cache.forget_attempt("default/a", 7)
+    result = cache.assume_pod(FW, pod("a"), "n1", "ua", 1, cycle=7)
+    assert not result.ok
+    assert cache.nodes["n1"].requested.get("cpu", 0) == 0
+    assert cache.assume_pod(FW, pod("a"), "n2", "ua", 1, cycle=8).ok  # the next attempt
+
+
+def test_a_late_assume_of_a_forgotten_attempt_keeps_the_newer_one(cache: Cache) -> None:
+    assert cache.assume_pod(FW, pod("a"), "n2", "ua", 1, cycle=8).ok
+    assert not cache.forget_attempt("default/a", 7)  # not the one assumed
+    assert not cache.assume_pod(FW, pod("a"), "n1", "ua", 1, cycle=7).ok
+    assert cache.pods["default/a"].cycle == 8
+    assert cache.nodes["n2"].requested["cpu"] == 400
+
+
+def test_a_forgotten_attempt_is_remembered_for_the_unbound_ttl(cache: Cache, clock: Clock) -> None:
+    cache.forget_attempt("default/a", 7)
+    clock.now += 301
+    cache.cleanup_expired()
+    assert cache.forgotten_attempts == {}
+
+
 def test_bound_pod_cannot_be_assumed_again(cache: Cache) -> None:
     p = pod("a")
     cache.add_pod("default/a", "ua", "n1", p, 2)

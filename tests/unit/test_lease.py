@@ -304,3 +304,86 @@ def test_a_standby_never_gives_up_a_lease_it_does_not_hold() -> None:
     lease = Lease(CONFIG, "me")
     assert not lease.stalled("wedged")
     assert not lease.stalled("wedged")
+
+
+# --- a silent lease store -----------------------------------------------------------
+
+
+def test_a_leader_keeps_its_lease_while_the_store_leaves_its_tries_unanswered() -> None:
+    """The bucket without a Raft leader (4-9 s) answers nobody: no rival can be handed
+    a term, so a leader that keeps asking keeps leading past its renew deadline."""
+    lease = leader(0)
+    for sent in (2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0):  # one try a retry period
+        lease.failed(sent + lease.budget(sent), unanswered_since=sent)
+        assert lease.leading, (sent, lease.lost_because)
+    assert lease.current(14.0 + 9.9) and not lease.current(14.0 + 10.0)
+    assert lease.read(25, lease.record, 10)  # the store answers: still ours, renewed
+    lease.wrote(25, lease.claim(WALL), 11)
+    assert lease.current(34.9)
+
+
+def test_a_try_sent_after_the_renew_deadline_keeps_nothing() -> None:
+    """A leader frozen past its deadline (its lease thread too) does not get its lease
+    back from a try it sends once thawed, answered or not."""
+    lease = leader(0)
+    lease.failed(31, unanswered_since=30)
+    assert lease.role is Role.LOST and not lease.current(30.5)
+
+
+def test_a_try_that_failed_otherwise_keeps_the_renew_deadline() -> None:
+    """Only silence is no verdict: a try that failed for another reason (a record that
+    is not ours, Redis refusing) counts as before."""
+    lease = leader(0)
+    lease.failed(9.0)
+    lease.failed(10.0)
+    assert lease.role is Role.LOST
+
+
+def test_a_standby_that_met_the_silence_gives_the_holder_time_to_renew() -> None:
+    """When the store answers again, the holder had no chance to renew: a standby that
+    found the store silent counts anew, with the margin between the renew deadline and
+    the lease duration left for the holder to renew in. Without the silence, the
+    lease duration counts from when the revision was first seen."""
+    patient = Lease(CONFIG, "me")
+    assert not patient.read(0, held(), 5)
+    patient.failed(8, unanswered_since=6)  # the store electing its leader
+    assert not patient.read(15, held(), 5)  # same revision: 15 s since first seen
+    assert not patient.read(19.9, held(), 5)
+    assert patient.read(20, held(), 5)  # the holder did not renew within 5 s
+
+    hasty = Lease(CONFIG, "me")
+    assert not hasty.read(0, held(), 5)
+    assert hasty.read(15, held(), 5)
+
+
+def test_the_holder_renews_before_a_standby_that_met_the_silence_takes_over() -> None:
+    """However the store's silence ends: the holder asks again every half retry period
+    (runtime/elector.py) and so renews within the standby's margin."""
+    ours = leader(0)
+    for sent in range(2, 12):
+        ours.failed(float(sent) + 1, unanswered_since=float(sent))
+    back = 12.5  # the store answers everyone from here
+    standby = Lease(CONFIG, "other")
+    standby.read(0, ours.record, ours.revision)
+    standby.failed(12, unanswered_since=11)
+    assert not standby.read(back, ours.record, ours.revision)
+    renewal_at = back + CONFIG.retry_period / 2
+    assert ours.read(renewal_at, ours.record, ours.revision)
+    assert ours.current(renewal_at)
+    for tick in range(int(back * 10), int(renewal_at * 10) + 1):
+        assert not standby.read(tick / 10, ours.record, ours.revision), tick / 10
+
+
+def test_tries_that_each_hang_until_their_budget_keep_the_lease() -> None:
+    """The elector's cadence: a try a retry period after the last, each left unanswered
+    until its budget runs out (a write sent as the bucket lost its leader: sent once,
+    never asked again). Counted from when each was sent, the next try would start just
+    at the deadline and keep nothing (a chaos-hosts run lost leases so at a heal)."""
+    lease = leader(0)
+    now = 0.0
+    for _ in range(10):
+        sent = now + lease.next_try_in(now)
+        now = sent + max(lease.budget(sent), 0.1)
+        lease.failed(now, unanswered_since=sent, unanswered_until=now)
+        assert lease.leading, (sent, lease.lost_because)
+    assert now > 3 * CONFIG.renew_deadline
