@@ -27,6 +27,9 @@ class QueueEvent(TypedDict, total=False):
     uid: str
     seq: int
     pod: dict[str, Any]  # raw pod, for upsert
+    # For upsert, delete and assigned: the pod's gang (shared/sharding.py pod_gang), which
+    # picks its queue shard; absent for a pod in none.
+    gang: str
     size: int  # for upsert: the pod's size as published, in bytes (pop replies are sized)
     # For move: the cluster event (kube's ClusterEvent, e.g. Node/UpdateNodeLabel,
     # AssignedPod/Add) and its objects, which queueing hints read. old is absent for

@@ -41,6 +41,7 @@ from shared.framework.events import (
 from shared.framework.interface import ClusterEvent
 from shared.messages import CacheEvent, QueueEvent
 from shared.podgroups import POD_GROUP_RESOURCE, pod_group_of
+from shared.sharding import pod_gang, queue_owner
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -60,6 +61,10 @@ class Informer:
     assigned_pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     pod_groups: set[str] = field(default_factory=set)
     nominated: set[str] = field(default_factory=set)  # pending pods nominated at the cache
+    # With queue shards: the gang each pending gang pod was last routed by, so that a pod
+    # whose Coscheduling label changes leaves the queue shard that held it.
+    queue_shards: int = 1
+    pending_gangs: dict[str, str] = field(default_factory=dict)
 
 
 def stamped(routed: Routed, seq: int) -> Routed:
@@ -168,15 +173,18 @@ def _route_node(ev: WatchEvent, node: Node, seen: Informer) -> Routed:
 def _route_pod(ev: WatchEvent, pod: Pod, served: frozenset[str], seen: Informer) -> Routed:
     key = pod.key
     gone = ev.type == "DELETED" or pod.status.phase in TERMINAL_PHASES
+    gang = pod_gang(ev.raw)  # its queue shard's (shared/sharding.py queue_owner)
     if pod.spec.node_name:
         seen.nominated.discard(key)  # the cache drops the nomination of a bound pod
-        return _route_assigned_pod(ev, pod, gone, seen)
+        seen.pending_gangs.pop(key, None)
+        return _route_assigned_pod(ev, pod, gone, seen, gang)
     if pod.spec.scheduler_name not in served:
         return [], []
     if gone or pod.metadata.deletion_timestamp:
         seen.nominated.discard(key)
+        seen.pending_gangs.pop(key, None)
         # Forget any assumption (and nomination) too: its binding can only fail now.
-        return [{"op": "delete", "key": key}], [{"op": "pod_delete", "name": key}]
+        return [in_gang({"op": "delete", "key": key}, gang)], [{"op": "pod_delete", "name": key}]
     upsert: QueueEvent = {
         "op": "upsert",
         "key": key,
@@ -184,7 +192,34 @@ def _route_pod(ev: WatchEvent, pod: Pod, served: frozenset[str], seen: Informer)
         "seq": ev.seq,
         "pod": ev.raw,
     }
-    return [upsert], _nomination(ev, pod, seen)
+    return [*_left_queue_shard(seen, key, gang), in_gang(upsert, gang)], _nomination(ev, pod, seen)
+
+
+def _left_queue_shard(seen: Informer, key: str, gang: str) -> list[QueueEvent]:
+    """The delete, at the queue shard that held a pending pod, when its gang (its
+    Coscheduling label: GangScheduling's references are immutable) moves it to another
+    (shared/sharding.py queue_owner). A gang pod not seen before may have been held by
+    its partition's shard: that one is told too (a delete of a pod it does not hold
+    changes nothing). After a watcher restart, a pod that left its gang is not."""
+    shards = seen.queue_shards
+    if shards == 1:
+        return []
+    before = seen.pending_gangs.pop(key, None)
+    if gang:
+        seen.pending_gangs[key] = gang
+    elif before is None:
+        return []  # a pod in no gang, as it was: the hot path
+    was = before or ""  # not seen in a gang: routed by its partition
+    if queue_owner(shards, key, was) == queue_owner(shards, key, gang):
+        return []
+    return [in_gang({"op": "delete", "key": key}, was)]
+
+
+def in_gang(item: QueueEvent, gang: str) -> QueueEvent:
+    """A pod's queue item with its gang, which picks its queue shard (none: no field)."""
+    if gang:
+        item["gang"] = gang
+    return item
 
 
 def _nomination(ev: WatchEvent, pod: Pod, seen: Informer) -> list[CacheEvent]:
@@ -209,14 +244,14 @@ def _nomination(ev: WatchEvent, pod: Pod, seen: Informer) -> list[CacheEvent]:
     ]
 
 
-def _route_assigned_pod(ev: WatchEvent, pod: Pod, gone: bool, seen: Informer) -> Routed:
+def _route_assigned_pod(ev: WatchEvent, pod: Pod, gone: bool, seen: Informer, gang: str) -> Routed:
     key = pod.key
     old = seen.assigned_pods.get(key)
     if gone:
         seen.assigned_pods.pop(key, None)
         return (
             [
-                {"op": "delete", "key": key},
+                in_gang({"op": "delete", "key": key}, gang),
                 move(EVENT_ASSIGNED_POD_DELETE, old=old or hinted_view(ev.raw)),
             ],
             [{"op": "pod_delete", "name": key}],
@@ -237,4 +272,4 @@ def _route_assigned_pod(ev: WatchEvent, pod: Pod, gone: bool, seen: Informer) ->
         "node_name": pod.spec.node_name,
         "pod": ev.raw,
     }
-    return [{"op": "assigned", "key": key}, *moves], [cache]
+    return [in_gang({"op": "assigned", "key": key}, gang), *moves], [cache]

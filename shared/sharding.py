@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypeVar
 
+from shared.api.workload import gang_of
+from shared.podgroups import pod_group_of
 from shared.subjects import (
     NODES_PREFIX,
     PODS_PREFIX,
@@ -218,6 +220,9 @@ def consumer_lane(name: str) -> str | None:
 # own: lease and Redis epoch `queue.<s>`, Redis keys `ksched:queue.<s>:…`, request
 # subjects `ksched.internal.queue.<s>.<verb>`, state marker and incarnations. Cluster
 # events that move pods (kube's MoveAllToActiveOrBackoffQueue) go to every shard.
+# A gang's pods are the exception: all of them go to the queue shard of the gang's key
+# (`queue_owner`), whatever their partitions, so that PreEnqueue, the gang's moves and
+# Permit's rejections see every pending member in one queue.
 
 QUEUE = "queue"  # the unsharded queue's lease key, Redis keys and state marker
 
@@ -241,8 +246,9 @@ class QueueShard(Shard):
         """Its own subject for a queue request declared in shared/subjects.py."""
         return queue_shard_subject(subject, self.shard if self.sharded else None)
 
-    def owns(self, pod_key: str) -> bool:
-        return not self.sharded or pod_key_owner(self.shards, pod_key) == self.shard
+    def owns(self, pod_key: str, gang: str = "") -> bool:
+        """Whether it holds the pod with this key, in this gang ("": none, `pod_gang`)."""
+        return not self.sharded or queue_owner(self.shards, pod_key, gang) == self.shard
 
 
 def queue_shards(shards: int) -> list[QueueShard]:
@@ -256,9 +262,35 @@ def pod_key_owner(shards: int, pod_key: str) -> int:
     return _pod_owner(shards, namespace, name)
 
 
-def by_pod_owner(shards: int, items: Iterable[T], key: Callable[[T], str]) -> dict[int, list[T]]:
-    """Items (reports, queue events) split by the shard of the pod each names, in order."""
+def pod_gang(raw_pod: dict[str, Any]) -> str:
+    """The gang whose queue shard holds the pod: GangScheduling's (spec.schedulingGroup,
+    spec.workloadRef: `gang_of`), else Coscheduling's (the pod-group label); "" for a pod
+    in none. The keys of the two kinds never collide (shared/api/workload.py)."""
+    return gang_of(raw_pod) or pod_group_of(raw_pod)
+
+
+def queue_owner(shards: int, pod_key: str, gang: str = "") -> int:
+    """The queue shard that holds a pod: its gang's (by the gang's key, so that every
+    member is in one queue), else its own partition's (its watcher shard's number)."""
+    if gang:
+        return _gang_owner(shards, gang)
+    return pod_key_owner(shards, pod_key)
+
+
+@lru_cache(maxsize=1 << 12)
+def _gang_owner(shards: int, gang: str) -> int:
+    return ShardMap(shards).owner(partition((gang,)))
+
+
+def by_pod_owner(
+    shards: int,
+    items: Iterable[T],
+    key: Callable[[T], str],
+    gang: Callable[[T], str] = lambda _: "",
+) -> dict[int, list[T]]:
+    """Items (reports, queue events) split by the queue shard of the pod each names (by
+    its key and its gang, `queue_owner`), in order."""
     split: dict[int, list[T]] = {}
     for item in items:
-        split.setdefault(pod_key_owner(shards, key(item)), []).append(item)
+        split.setdefault(queue_owner(shards, key(item), gang(item)), []).append(item)
     return split

@@ -38,14 +38,22 @@ def skip_without(reason: str) -> pytest.MarkDecorator:
 def make_test_stack(workdir: Path, *, config: str | None = None, binders: int = 2) -> LocalStack:
     """Two workers, `binders` binders, short leases (in-flight pods, and the leader
     election of watcher, queue and cache) so that the kill tests recover quickly, and
-    `config` as KSCHED_CONFIG."""
+    `config` as KSCHED_CONFIG; KSCHED_TEST_WATCHER_SHARDS=N runs N watcher and queue
+    shards (shared/sharding.py; tests that set `shards` themselves keep theirs)."""
     env = {"KSCHED_QUEUE_LEASE_SECONDS": "3", "KSCHED_LOG_LEVEL": "debug", **SHORT_ELECTION}
     if config is not None:
         path = workdir.parent / "config.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(config)
         env["KSCHED_CONFIG"] = str(path)
-    return LocalStack(workdir, workers=2, binders=binders, env=env)
+    stack = LocalStack(workdir, workers=2, binders=binders, env=env)
+    stack.shards = shards_under_test()
+    return stack
+
+
+def shards_under_test() -> int:
+    """The watcher and queue shards the e2e stacks run (KSCHED_TEST_WATCHER_SHARDS)."""
+    return int(os.environ.get("KSCHED_TEST_WATCHER_SHARDS", "1"))
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +53,7 @@ from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request, request_all
 from shared.runtime.service import Runtime
-from shared.sharding import QueueShard, by_pod_owner, queue_shards
+from shared.sharding import QueueShard, by_pod_owner, pod_gang, queue_shards
 from shared.stages import BINDING, Stamps, encode
 from shared.subjects import (
     BIND_DEAD_LETTER,
@@ -345,7 +345,7 @@ class Binder:
         failed = [o for o in outcomes if not o.ok]
         reports = await asyncio.gather(*(self._failure_report(o) for o in failed))
         if reports:
-            await self._requeue(list(reports))
+            await self._requeue(list(reports), {o.req["key"]: o.req["pod"] for o in failed})
         for o in outcomes:
             self.binds.labels("ok" if o.ok else "error").inc()
         await asyncio.gather(*(self._scheduled_event(o.req) for o in outcomes if o.ok))
@@ -362,13 +362,14 @@ class Binder:
         failure = Failure(o.req["key"], o.req["cycle"], o.message, plugins, bool(o.plugin))
         return await record_failure(self.rt.nc, o.req["pod"], o.req["seq"], failure)
 
-    async def _requeue(self, reports: list[Report]) -> None:
-        """Each report to its pod's queue shard (shared/sharding.py); the move with it, as
-        forgetting an assumption frees room: pods waiting for it get another look, on
-        every shard."""
+    async def _requeue(self, reports: list[Report], pods: Mapping[str, Any]) -> None:
+        """Each report to its pod's queue shard (shared/sharding.py, by the raw pod in
+        `pods` when there is one: a gang's pods are its gang's shard's); the move with
+        it, as forgetting an assumption frees room: pods waiting for it get another look,
+        on every shard."""
         head = {"move": event_label(EVENT_ASSIGNED_POD_DELETE)}
         shards = queue_shards(self.rt.settings.shards)
-        split = by_pod_owner(len(shards), reports, lambda r: r["key"])
+        split = by_pod_owner(len(shards), reports, lambda r: r["key"], lambda r: _gang(pods, r))
         for shard in shards:
             send = functools.partial(self._report, shard, split.get(shard.shard, []), head)
             await retry_forever("report to queue", send)
@@ -408,7 +409,8 @@ class Binder:
                 await self._dead_report(key, cycle, reason, by_attempt.get((key, cycle)))
                 for key, cycle in attempts
             ]
-            await self._requeue(reports)
+            pods = {str(r.get("key")): r["pod"] for r in reqs if isinstance(r.get("pod"), dict)}
+            await self._requeue(reports, pods)
         try:
             await msg.term()
         except Exception as err:  # redelivered: dead-lettered again, harmlessly
@@ -423,6 +425,12 @@ class Binder:
             rep.setdefault("seq", req["seq"])
             return rep
         return report(key, cycle, "error", reason)
+
+
+def _gang(pods: Mapping[str, Any], rep: Report) -> str:
+    """The gang of a report's pod (its queue shard's), "" for none or an unknown pod."""
+    raw = pods.get(rep["key"])
+    return pod_gang(raw) if isinstance(raw, dict) else ""
 
 
 def _attempts(reqs: list[dict[str, Any]]) -> list[tuple[str, int]]:

@@ -3,14 +3,17 @@
 `nats req` can read it.
 
   pending  kube's PendingPods: every pending pod with its sub-queue, attempts,
-           backoff expiry, rejecting plugins and last message. Request (optional
-           JSON): {"queue": "<sub-queue>", "limit": N}.
+           backoff expiry, rejecting plugins and last message, and the sub-queue
+           counts. Request (optional JSON): {"queue": "<sub-queue>", "limit": N}.
+           With queue shards each shard answers for its own pods; `merge_pending`
+           makes their replies one (shared/tools/client.py queue_pending asks them all).
   stats    the sub-queue sizes and the queue's counters.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -43,17 +46,40 @@ def pending_reply(q: SchedulingQueue, request: dict[str, Any]) -> dict[str, Any]
     where = request.get("queue")
     if where is not None and where not in WHERES:
         raise ValueError(f"queue must be one of {list(WHERES)}, got {where!r}")
-    limit = int(request.get("limit", DEFAULT_LIMIT))
     pods = q.pending_pods(where)
     counts = q.counts()
     return {
-        "pods": [pending_entry(p) for p in pods[: max(limit, 0)]],
+        "pods": [pending_entry(p) for p in pods[: pending_limit(request)]],
         "total": len(pods),
-        # kube's PendingPods summary line
-        "summary": (
-            f"activeQ:{counts['active']}; backoffQ:{counts['backoff']}; "
-            f"unschedulablePods:{counts['unschedulable'] + counts['gated']}"
-        ),
+        "counts": counts,
+        "summary": pending_summary(counts),
+    }
+
+
+def pending_limit(request: dict[str, Any]) -> int:
+    return max(int(request.get("limit", DEFAULT_LIMIT)), 0)
+
+
+def pending_summary(counts: dict[str, int]) -> str:
+    """kube's PendingPods summary line."""
+    return (
+        f"activeQ:{counts.get('active', 0)}; backoffQ:{counts.get('backoff', 0)}; "
+        f"unschedulablePods:{counts.get('unschedulable', 0) + counts.get('gated', 0)}"
+    )
+
+
+def merge_pending(replies: list[dict[str, Any]], request: dict[str, Any]) -> dict[str, Any]:
+    """Every queue shard's `pending` reply as one (shared/sharding.py): their pods, each
+    shard's in its own order, up to the request's limit; totals and counts summed."""
+    counts: Counter[str] = Counter()
+    for reply in replies:
+        counts.update(reply.get("counts") or {})
+    pods = [p for reply in replies for p in reply.get("pods") or []]
+    return {
+        "pods": pods[: pending_limit(request)],
+        "total": sum(int(reply.get("total", 0)) for reply in replies),
+        "counts": dict(counts),
+        "summary": pending_summary(counts),
     }
 
 

@@ -476,7 +476,11 @@ class QueueService:
         """The pending pods from the log; `fence`: held until fenced (rebuild.py)."""
         relisted = route_latest(await read_latest(self.rt.js), self.rt.config.scheduler_names)
         self.q = self._new_queue()
-        own = [ev for ev in relisted.queue if "key" not in ev or self.shard.owns(ev["key"])]
+        own = [
+            ev
+            for ev in relisted.queue
+            if "key" not in ev or self.shard.owns(ev["key"], ev.get("gang", ""))
+        ]
         held = rebuild(self.q, own, self._apply_event, fence=fence)
         log.info(
             "built from the log through sequence %d: %d pending pods, %d held to be fenced",

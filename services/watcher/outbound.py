@@ -11,9 +11,10 @@ Each routed queue or cache item is packed once, as it is taken in, so that:
 - the last message to each receiver names the stream sequence the batch ends at
   (`through`), an empty one if the batch has no item for it: once it is applied, so
   is every event up to there (the state marker's `applied`, runtime/watermark.py);
-- with queue shards (shared/sharding.py), a pod's items go to its own queue shard and
-  the moves (cluster events) to every shard; `through` to the shard whose pods this
-  watcher handles, and to the others only a message when it carries moves.
+- with queue shards (shared/sharding.py), a pod's items go to its own queue shard (its
+  gang's for a gang's pod: `queue_owner`) and the moves (cluster events) to every
+  shard; `through` to the shard whose pods this watcher handles, and to the others
+  only a message when it carries moves or another partition's gang pods.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from shared.framework.events import ASSIGNED_POD, DELETE
 from shared.messages import CacheEvent, QueueEvent
-from shared.sharding import pod_key_owner
+from shared.sharding import queue_owner
 from shared.wire import Chunk, dump_json, item_limit, pack, pack_chunks, pack_with
 
 # An object and its msgpack (shared.api.events.ClusterEvent.packed).
@@ -120,7 +121,7 @@ class Outbound:
             return 0
         if event.get("op") == "move" or "key" not in event:
             return None
-        return pod_key_owner(self.queue_shards, event["key"])
+        return queue_owner(self.queue_shards, event["key"], event.get("gang", ""))
 
     def queue_for(self, shard: int) -> tuple[list[bytes], list[int]]:
         """The items queue shard `shard` gets, and the index of each one's event."""

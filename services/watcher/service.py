@@ -68,7 +68,7 @@ class Watcher:
         # where its pods' events go (the shard of the same number) and its moves (every one)
         self.queue_shards = queue_shards(rt.settings.shards)
         self.others = metrics.WATCHER_OTHER_SHARDS.counter(rt.registry)
-        self.informer = Informer()
+        self.informer = Informer(queue_shards=rt.settings.shards)
         # Workloads', PodGroups' and pods' immutable fields, as last accepted
         self.immutables = ImmutableFields()
         self.priority_classes = PriorityClasses()  # for pods' Priority admission

@@ -10,7 +10,7 @@ from nats.aio.client import Client as NATS
 
 from shared.tools.chaos import publish_new
 from shared.tools.client import PodTracker, publish_all
-from shared.tools.devstack import LocalStack
+from shared.tools.devstack import SHARDED, LocalStack
 from shared.tools.synthetic import make_node, make_pod
 
 
@@ -41,12 +41,14 @@ async def run_and_kill(
 
 
 def kill_and_restart(stack: LocalStack, service: str) -> None:
-    """SIGKILL every instance of `service`, then start one new and wait until it is ready."""
+    """SIGKILL every instance of `service`, then start one new (one per shard of a sharded
+    service, shared/tools/devstack.py) and wait until it is ready."""
     for victim in [s for s in stack.services if s.name == service]:
         victim.proc.send_signal(signal.SIGKILL)
         victim.proc.wait()
         stack.services.remove(victim)
-    stack.start_service(service)
+    for _ in range(stack.shards if service in SHARDED else 1):
+        stack.start_service(service)
     stack.wait_ready()
 
 

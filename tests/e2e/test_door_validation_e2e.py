@@ -15,7 +15,8 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from shared import keys
-from shared.subjects import ERRORS_STREAM, QUEUE_PENDING, error_subject, pod_subject
+from shared.subjects import ERRORS_STREAM, error_subject, pod_subject
+from shared.tools.cli.live import queue_pending
 from shared.tools.client import PodTracker, publish_node, publish_pod
 from shared.tools.devstack import LocalStack
 from shared.tools.synthetic import make_node, make_pod
@@ -59,8 +60,8 @@ async def test_a_pod_without_containers_is_refused_and_never_becomes_a_pod(
 
     assert "default/empty" not in tracker.bound()
     assert "default/empty" not in tracker.unschedulable()  # no status written: no attempt
-    reply = await nc.request(QUEUE_PENDING, b"{}", timeout=5)
-    assert "default/empty" not in {p["key"] for p in json.loads(reply.data)["pods"]}
+    pending = await queue_pending(nc)  # every queue shard's
+    assert "default/empty" not in {p["key"] for p in pending["pods"]}
     client = aioredis.from_url(stack.redis_url)
     try:
         # the cache holds the pod published after it, never the refused one

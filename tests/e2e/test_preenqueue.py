@@ -21,7 +21,7 @@ from shared.tools.client import PodTracker, publish_node, publish_pod
 from shared.tools.devstack import LocalStack, running
 from shared.tools.synthetic import make_node, make_pod
 from tests.conftest import make_test_stack
-from tests.e2e.test_queue_e2e import pending_pod, queue_metrics
+from tests.e2e.test_queue_e2e import pending_pod, queue_gauge
 
 pytestmark = pytest.mark.e2e
 
@@ -90,13 +90,13 @@ async def test_the_default_profile_holds_a_gated_pod_until_its_gates_are_removed
     assert (entry["queue"], entry["attempts"]) == ("gated", 0)
     assert entry["unschedulable_plugins"] == ["SchedulingGates"]
     assert entry["message"] == f"waiting for scheduling gates: [{GATE}]"
-    assert 'scheduler_pending_pods{queue="gated"} 1.0' in queue_metrics(stack)
+    assert queue_gauge(stack, "scheduler_pending_pods", 'queue="gated"') == 1
 
     held = copy.deepcopy(tracker.objects["default/held"])  # with the condition ksched wrote
     del held["spec"]["schedulingGates"]
     await publish_pod(js, held, "MODIFIED")
     assert await tracker.wait_until(lambda t: "default/held" in t.bound(), timeout=15)
-    assert 'scheduler_pending_pods{queue="gated"} 0.0' in queue_metrics(stack)
+    assert queue_gauge(stack, "scheduler_pending_pods", 'queue="gated"') == 0
     # Never attempted while gated: its only event is the binding's.
     assert [event["reason"] for event in await drain(events)] == ["Scheduled"]
 

@@ -17,17 +17,18 @@ from nats.errors import NoRespondersError
 
 from shared.runtime.rpc import request
 from shared.subjects import QUEUE_NOMINATED, QUEUE_PENDING, QUEUE_SERVICE_NAME, QUEUE_STATS
+from shared.tools.cli.live import queue_pending
 from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod
 from shared.tools.devstack import LocalStack
 from shared.tools.synthetic import make_node, make_pod
+from tests.e2e.test_watcher_shards import metric_total
 
 pytestmark = pytest.mark.e2e
 
 
 async def pending(nc: NATS, **query: Any) -> dict[str, Any]:
-    msg = await nc.request(QUEUE_PENDING, json.dumps(query).encode(), timeout=5)
-    reply: dict[str, Any] = json.loads(msg.data)
-    return reply
+    """The pending pods of every queue shard (one queue: its own reply, and `counts`)."""
+    return await queue_pending(nc, query)
 
 
 async def pending_pod(nc: NATS, key: str) -> dict[str, Any] | None:
@@ -48,7 +49,17 @@ async def wait_pending(nc: NATS, key: str, queue: str, timeout: float = 10) -> d
 
 
 def queue_metrics(stack: LocalStack) -> str:
-    port = next(s.http_port for s in stack.services if s.name == "queue")
+    """The /metrics text of every queue instance (of every queue shard), one after another."""
+    return "".join(_metrics(s.http_port) for s in stack.services if s.name == "queue")
+
+
+def queue_gauge(stack: LocalStack, name: str, label: str) -> float:
+    """A gauge summed over every queue instance (with standbys: theirs are 0)."""
+    ports = [s.http_port for s in stack.services if s.name == "queue"]
+    return sum(metric_total(port, name, label) for port in ports)
+
+
+def _metrics(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         return str(resp.read().decode())
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from shared.tools.devstack import LocalStack
 from shared.tools.invariants import audit, replay
 from shared.tools.observe import assume_conflicts, settle
 from tests.builders import HOSTNAME, ZONE, make_node, make_pod
+from tests.conftest import shards_under_test
 
 pytestmark = pytest.mark.e2e
 
@@ -129,7 +129,7 @@ def key(pod: dict[str, Any]) -> str:
 def scale_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     workdir: Path = tmp_path_factory.mktemp("scale") / "stack"
     stack = LocalStack(workdir, workers=4, binders=2, env={"KSCHED_LOG_LEVEL": "warning"})
-    stack.shards = int(os.environ.get("KSCHED_TEST_WATCHER_SHARDS", "1"))
+    stack.shards = shards_under_test()
     try:
         stack.start_servers()
         stack.start_services()

@@ -4,36 +4,53 @@ and binders route to the shards."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import nats
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
+from nats.micro import add_service
 
+from services.queue.inspect import merge_pending, pending_summary
 from services.watcher.outbound import Outbound
 from services.worker.pops import lane_batch, lane_shards
 from shared import keys
+from shared.api.events import ClusterEvent, decode_cluster_event
 from shared.framework.events import EVENT_NODE_ADD
 from shared.messages import report
-from shared.routing import move
+from shared.podgroups import POD_GROUP_LABEL
+from shared.routing import Informer, move, route
 from shared.runtime.settings import Settings
 from shared.runtime.watermark import Marker, lost_at_takeover, only_lanes
-from shared.sharding import QueueShard, WatcherShard, by_pod_owner, pod_key_owner, queue_shards
+from shared.sharding import (
+    QueueShard,
+    WatcherShard,
+    by_pod_owner,
+    pod_gang,
+    pod_key_owner,
+    queue_owner,
+    queue_shards,
+)
 from shared.subjects import (
     QUEUE_EVENTS,
     QUEUE_NOMINATED,
     QUEUE_PENDING,
     QUEUE_POP,
     QUEUE_REPORT,
+    QUEUE_SERVICE_NAME,
     QUEUE_STATS,
 )
-from shared.tools.cli.live import Instance
+from shared.tools.cli.live import Instance, queue_pending
 from shared.tools.cli.top import queue_counts, stats_subjects
 from shared.tools.servers import Server
+from shared.tools.synthetic import make_pod, make_workload_pod
 from shared.wire import dump_json, unpack
 
 LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?", fullmatch=True)
 NAME = st.lists(LABEL, min_size=1, max_size=3).map(".".join)  # dotted names too
+SERVED = frozenset({"default-scheduler"})
 
 
 def test_one_queue_is_named_as_before_sharding() -> None:
@@ -180,3 +197,159 @@ async def test_top_sums_the_shards_counts(nats_server: Server) -> None:
         assert await queue_counts(nc, ["ksched.internal.queue.9.stats"]) == {}  # none answers
     finally:
         await nc.close()
+
+
+def pending_of(keys_: list[str], counts: dict[str, int]) -> dict[str, Any]:
+    """A queue shard's `pending` reply holding these pods (services/queue/inspect.py)."""
+    return {
+        "pods": [{"key": k, "queue": "active"} for k in keys_],
+        "total": len(keys_),
+        "counts": counts,
+        "summary": pending_summary(counts),
+    }
+
+
+def test_the_shards_pending_pods_merge_into_one_listing() -> None:
+    zero = pending_of(["a/1", "a/2"], {"active": 2, "gated": 1})
+    one = pending_of(["b/1"], {"active": 1, "unschedulable": 3})
+    merged = merge_pending([zero, one], {})
+    assert [p["key"] for p in merged["pods"]] == ["a/1", "a/2", "b/1"]
+    assert merged["total"] == 3
+    assert merged["counts"] == {"active": 3, "gated": 1, "unschedulable": 3}
+    assert merged["summary"] == "activeQ:3; backoffQ:0; unschedulablePods:4"
+    assert [p["key"] for p in merge_pending([zero, one], {"limit": 2})["pods"]] == ["a/1", "a/2"]
+    assert merge_pending([zero], {}) == zero  # one queue: its own reply
+
+
+async def test_the_pending_listing_asks_every_queue_shard_leader(nats_server: Server) -> None:
+    """`queue_pending` finds each shard leader's `pending` endpoint by discovery and
+    merges their answers; a standby (no endpoint) is not asked."""
+    nc = await nats.connect(f"nats://127.0.0.1:{nats_server.port}")
+    try:
+        for s in (0, 1):
+
+            async def pending(req: Any, s: int = s) -> None:
+                await req.respond(dump_json(pending_of([f"ns/p{s}"], {"active": 1})))
+
+            svc = await add_service(nc, name=QUEUE_SERVICE_NAME, version="0.0.1")
+            subject = QueueShard(2, s).subject(QUEUE_PENDING)
+            await svc.add_endpoint(name="pending", subject=subject, handler=pending)
+        await add_service(nc, name=QUEUE_SERVICE_NAME, version="0.0.1")  # a standby
+        listing = await queue_pending(nc)
+        assert sorted(p["key"] for p in listing["pods"]) == ["ns/p0", "ns/p1"]
+        assert (listing["total"], listing["counts"]) == (2, {"active": 2})
+    finally:
+        await nc.close()
+
+
+# --- a gang's pods: all in its gang's queue shard ------------------------------------
+
+
+def names_in_shards(shards: int, prefix: str = "w") -> list[str]:
+    """A pod name in namespace default for each queue shard by partition, in order."""
+    return [
+        next(
+            f"{prefix}-{i}"
+            for i in range(1000)
+            if pod_key_owner(shards, f"default/{prefix}-{i}") == s
+        )
+        for s in range(shards)
+    ]
+
+
+def gang_pods(shards: int) -> list[dict[str, Any]]:
+    """One pod of each kind of gang per partition's shard: Workload, v1alpha2 PodGroup
+    (schedulingGroup) and scheduler-plugins PodGroup (label)."""
+    names = names_in_shards(shards)
+    workload = [make_workload_pod(n, "job", "workers") for n in names]
+    grouped = [make_pod(f"{n}.g") for n in names]
+    for pod in grouped:
+        pod["spec"]["schedulingGroup"] = {"podGroupName": "grp"}
+    labelled = [make_pod(f"{n}.l", labels={POD_GROUP_LABEL: "train"}) for n in names]
+    return workload + grouped + labelled
+
+
+@pytest.mark.parametrize("shards", [2, 3])
+def test_every_pod_of_a_gang_goes_to_its_gang_s_queue_shard(shards: int) -> None:
+    pods = gang_pods(shards)
+    out = Outbound(1 << 20, queue_shards=shards)
+    items = []
+    for i, pod in enumerate(pods):
+        queue, _ = route(routing_event(pod, seq=i + 1), SERVED)
+        items += queue
+        out.add(i, queue, [])
+    gangs = {e["gang"] for e in items}
+    assert gangs == {"default/job/workers", "default/PodGroup:grp", "default/train"}
+    for gang in gangs:
+        owner = queue_owner(shards, "", gang)
+        members = [e["key"] for e in items if e["gang"] == gang]
+        assert len({pod_key_owner(shards, k) for k in members}) == shards  # partitions differ
+        for s in range(shards):  # the gang's shard gets every member; the others, none
+            got = {unpack(b)["key"] for b in out.queue_for(s)[0]} & set(members)
+            assert got == (set(members) if s == owner else set())
+            assert {QueueShard(shards, s).owns(k, gang) for k in members} == {s == owner}
+
+
+def test_a_gang_pod_s_delete_and_binding_go_to_its_gang_s_shard() -> None:
+    pod = gang_pods(2)[1]
+    (delete,) = route(routing_event(pod, "DELETED"), SERVED)[0]
+    assert delete == {
+        "op": "delete",
+        "key": f"default/{name_of(pod)}",
+        "gang": "default/job/workers",
+    }
+    pod["spec"]["nodeName"] = "n1"
+    assigned, *_ = route(routing_event(pod), SERVED)[0]
+    assert (assigned["op"], assigned["gang"]) == ("assigned", "default/job/workers")
+    solo = make_pod(names_in_shards(2)[1])
+    assert "gang" not in route(routing_event(solo), SERVED)[0][0]  # no gang: no field
+
+
+def test_reports_of_a_gang_s_pods_go_to_its_gang_s_shard() -> None:
+    pods = {f"default/{name_of(p)}": p for p in gang_pods(2)[:2]}  # the Workload's members
+    reports = [report(k, i, "error") for i, k in enumerate(pods)]
+    split = by_pod_owner(2, reports, lambda r: r["key"], lambda r: pod_gang(pods[r["key"]]))
+    assert list(split) == [queue_owner(2, "", "default/job/workers")]
+    assert [r["cycle"] for r in next(iter(split.values()))] == [0, 1]
+
+
+def routing_event(obj: dict[str, Any], etype: str = "ADDED", seq: int = 7) -> ClusterEvent:
+    meta = obj["metadata"]
+    subject = f"ksched.cluster.pods.{meta['namespace']}.{meta['name']}"
+    return decode_cluster_event(subject, dump_json({"type": etype, "object": obj}), None, seq)
+
+
+def name_of(pod: dict[str, Any]) -> str:
+    return str(pod["metadata"]["name"])
+
+
+def coscheduled(name: str, group: str = "") -> dict[str, Any]:
+    return make_pod(name, labels={POD_GROUP_LABEL: group} if group else None)
+
+
+def queue_items(seen: Informer, pod: dict[str, Any], etype: str = "MODIFIED") -> list[str]:
+    """The pod's queue items as '<op>@<queue shard>'."""
+    queue, _ = route(routing_event(pod, etype), SERVED, seen)
+    n = seen.queue_shards
+    return [f"{e['op']}@{queue_owner(n, e['key'], e.get('gang', ''))}" for e in queue]
+
+
+def test_a_pod_whose_pod_group_label_changes_leaves_the_shard_that_held_it() -> None:
+    """Coscheduling's label is mutable: a pending pod that joins, changes or leaves a
+    gang is deleted at the queue shard that held it, upserted at its new one."""
+    name = names_in_shards(2)[0]  # its partition's shard: 0
+    train = next(g for g in (f"g{i}" for i in range(100)) if queue_owner(2, "", f"default/{g}"))
+    seen = Informer(queue_shards=2)
+    assert queue_items(seen, coscheduled(name), "ADDED") == ["upsert@0"]
+    assert queue_items(seen, coscheduled(name, train)) == ["delete@0", "upsert@1"]
+    assert queue_items(seen, coscheduled(name, train)) == ["upsert@1"]  # no change: no delete
+    assert queue_items(seen, coscheduled(name)) == ["delete@1", "upsert@0"]
+    assert queue_items(seen, coscheduled(name)) == ["upsert@0"]
+    assert seen.pending_gangs == {}
+
+
+def test_one_queue_hears_no_deletes_when_a_pod_group_label_changes() -> None:
+    seen = Informer()
+    assert queue_items(seen, coscheduled("p"), "ADDED") == ["upsert@0"]
+    assert queue_items(seen, coscheduled("p", "train")) == ["upsert@0"]
+    assert seen.pending_gangs == {}  # nothing remembered either

@@ -27,6 +27,8 @@ from shared.subjects import (
     CLUSTER_PREFIX,
     CLUSTER_STREAM,
     MICRO_PREFIX,
+    QUEUE_PENDING,
+    QUEUE_SERVICE_NAME,
     object_of_subject,
 )
 
@@ -312,7 +314,7 @@ async def discover(nc: NATS, wait: float | None = None) -> list[Instance]:
                 started=str(st.get("started", "")),
                 requests=sum(int(e.get("num_requests", 0)) for e in st.get("endpoints") or []),
                 errors=sum(int(e.get("num_errors", 0)) for e in st.get("endpoints") or []),
-                endpoints={e["name"]: e["subject"] for e in info.get("endpoints") or []},
+                endpoints=micro_endpoints(info),
                 config=meta.get("config", ""),
                 profiles=meta.get("profiles", ""),
             )
@@ -342,3 +344,37 @@ async def scrape(nc: NATS, instance: Instance) -> str:
         return str((await nc.request(subject, b"", timeout=2)).data.decode())
     except Exception:
         return ""
+
+
+# --- the queue's inspection endpoints, over every queue shard -----------------------
+
+
+def queue_endpoint_subjects(leaders: list[dict[str, str]], endpoint: str, one: str) -> list[str]:
+    """Where the queue's leaders answer `endpoint`, from each queue instance's endpoints
+    (name -> subject): one subject, or one per queue shard
+    (`ksched.internal.queue.<s>.<endpoint>`); `one`, the unsharded queue's, when no
+    instance names it (a standby only, an older queue)."""
+    return sorted({e[endpoint] for e in leaders if endpoint in e}) or [one]
+
+
+def micro_endpoints(info: dict[str, Any]) -> dict[str, str]:
+    """An instance's endpoints by name, from its $SRV.INFO answer."""
+    return {str(e.get("name")): str(e.get("subject")) for e in info.get("endpoints") or []}
+
+
+async def queue_pending(
+    nc: NATS, query: dict[str, Any] | None = None, timeout: float = 5
+) -> dict[str, Any]:
+    """kube's PendingPods of the whole queue: every queue shard's `pending` answer,
+    merged (services/queue/inspect.py). NoRespondersError while a shard has no leader
+    serving it yet."""
+    from services.queue.inspect import merge_pending  # the queue's modules: only when asked
+
+    query = query or {}
+    infos = await gather(nc, f"$SRV.INFO.{QUEUE_SERVICE_NAME}")
+    subjects = queue_endpoint_subjects(
+        [micro_endpoints(i) for i in infos], "pending", QUEUE_PENDING
+    )
+    data = json.dumps(query).encode()
+    replies = await asyncio.gather(*(nc.request(s, data, timeout=timeout) for s in subjects))
+    return merge_pending([json.loads(r.data) for r in replies], query)

@@ -22,7 +22,15 @@ from typing import Any
 from nats.aio.client import Client as NATS
 
 from shared.subjects import QUEUE_STATS
-from shared.tools.cli.live import CliError, ClusterWatch, Instance, connect, discover, scrape
+from shared.tools.cli.live import (
+    CliError,
+    ClusterWatch,
+    Instance,
+    connect,
+    discover,
+    queue_endpoint_subjects,
+    scrape,
+)
 from shared.tools.cli.output import emit, flush_stdout, stdout_gone, warn
 from shared.tools.cli.tables import human_duration, parse_time, percent, render_table
 
@@ -244,9 +252,8 @@ def stats_subjects(instances: list[Instance]) -> list[str]:
     """Where the queue's leaders answer stats: one subject, or one per queue shard
     (`ksched.internal.queue.<s>.stats`, as each leader's discovery names it); a queue
     found without it (a standby only, an older one) is asked on QUEUE_STATS."""
-    queues = [i for i in instances if i.service == "queue"]
-    subjects = sorted({i.endpoints["stats"] for i in queues if "stats" in i.endpoints})
-    return subjects or ([QUEUE_STATS] if queues else [])
+    queues = [i.endpoints for i in instances if i.service == "queue"]
+    return queue_endpoint_subjects(queues, "stats", QUEUE_STATS) if queues else []
 
 
 async def queue_counts(nc: NATS, subjects: list[str]) -> dict[str, int]:
