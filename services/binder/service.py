@@ -150,7 +150,7 @@ class Binder:
 
         await retry_forever("subscribe to the bind work queue", bind_consumer)
         await self.rt.nc.subscribe(PERMIT_VERDICTS, cb=self._on_verdicts)
-        self.rt.serving.set()
+        await self.rt.start_serving()
         waiter = asyncio.create_task(self.permit.run(self.stopping))
         await consume_batches(psub, self._start_batch, self.stopping, batch=BATCH)
         await waiter

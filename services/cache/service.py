@@ -132,7 +132,7 @@ class CacheService:
         await serve(nc, CACHE_ASSUME, self.on_assume, queue=CACHE_GROUP)
         await serve(nc, CACHE_BINDING, self.on_binding, queue=CACHE_GROUP)
         await serve(nc, CACHE_PERMIT, self.on_permit, queue=CACHE_GROUP)
-        self.rt.serving.set()
+        await self.rt.start_serving()
         while not self.stopping.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), CHECK_SECONDS)

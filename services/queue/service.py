@@ -198,7 +198,7 @@ class QueueService:
         # long polls
         await serve(nc, own(QUEUE_POP), self.on_pop, queue=QUEUE_GROUP, tracked=False)
         await serve(nc, own(QUEUE_NOMINATED), self.on_nominated, queue=QUEUE_GROUP)
-        self.rt.serving.set()
+        await self.rt.start_serving()
         last_leftover_flush = last_check = time.monotonic()
         while not self.stopping.is_set():
             with contextlib.suppress(asyncio.TimeoutError):

@@ -116,7 +116,7 @@ class Watcher:
         if self.stopping.is_set():
             return
         psub = await self.rt.js.pull_subscribe_bind(durable, stream=CLUSTER_STREAM)
-        self.rt.serving.set()
+        await self.rt.start_serving()
         await consume_batches(psub, self.handle_batch, self._leave, batch=BATCH)
 
     async def handle_batch(self, msgs: list[Msg]) -> None:

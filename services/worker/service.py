@@ -129,7 +129,7 @@ class Worker:
         )
         if self.rt.micro is not None:
             await self.whatif.start(self.rt.micro, self.rt.nc.max_payload)
-        self.rt.serving.set()  # it only asks others: it serves as soon as it runs
+        await self.rt.start_serving()  # it only asks others: it serves as soon as it runs
         lanes = lane_shards(LANES, len(self.queue_shards))  # a long poll at every shard
         await asyncio.gather(*(self._lane(shard, len(lanes)) for shard in lanes))
 

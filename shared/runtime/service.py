@@ -182,6 +182,17 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.holding
 
+    async def start_serving(self) -> None:
+        """The service listens: /readyz may say so once the server has its
+        subscriptions. nats-py sends a SUB from its buffer later, so a request made as
+        soon as /readyz said ready could find no responder (seen in test_pop_reports).
+        A failed flush is let go: the subscriptions are sent again at the reconnect."""
+        try:
+            await self.nc.flush(timeout=5)
+        except Exception as err:
+            log.warning("flush before serving failed: %s", err)
+        self.serving.set()
+
     def stalled(self) -> str | None:
         """Why this process makes no progress (runtime/progress.py), or None."""
         return self.progress.stalled(time.monotonic())
