@@ -133,12 +133,18 @@ class Outbound:
     def queue_chunks(
         self, head: dict[str, Any], through: int | None, shard: int = 0
     ) -> list[Chunk]:
-        """Queue shard `shard`'s messages (their items' sources: `queue_for`); none when
-        it gets neither an item nor `through` (None: not its lane's to hear)."""
-        items, _ = self.queue_for(shard)
+        """Queue shard `shard`'s messages; none when it gets neither an item nor
+        `through` (None: not its lane's to hear)."""
+        return self.queue_messages(head, through, shard)[0]
+
+    def queue_messages(
+        self, head: dict[str, Any], through: int | None, shard: int = 0
+    ) -> tuple[list[Chunk], list[int]]:
+        """`queue_chunks`, with the index of each item's event (`queue_for`)."""
+        items, sources = self.queue_for(shard)
         if through is None:
-            return pack_chunks(items, "events", self.limit, head)
-        return _chunks(items, self.limit, head, through)
+            return pack_chunks(items, "events", self.limit, head), sources
+        return _chunks(items, self.limit, head, through), sources
 
     def cache_chunks(self, head: dict[str, Any], through: int) -> list[Chunk]:
         return _chunks(self.cache, self.limit, head, through)

@@ -285,8 +285,7 @@ class Watcher:
         """The batch's items for queue shard `q`: its pods' and every move; `through`
         only to the shard whose pods this watcher handles (the state marker's lane)."""
         own = q.watcher_lane == self.shard.lane
-        chunks = out.queue_chunks(head, through if own else None, q.shard)
-        _, sources = out.queue_for(q.shard)
+        chunks, sources = out.queue_messages(head, through if own else None, q.shard)
         await self._send(q.subject(QUEUE_EVENTS), chunks, sources, failed)
 
     async def _send(
