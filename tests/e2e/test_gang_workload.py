@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 
 from shared import keys
+from shared.sharding import queue_shards
 from shared.subjects import EVENTS_PREFIX
 from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod, publish_workload
 from shared.tools.devstack import LocalStack, running
@@ -147,7 +148,8 @@ async def test_a_queue_that_takes_over_counts_the_gangs_bound_pods(
     await publish_pod(js, pods[0], "DELETED")
 
     async def queue_holds_none() -> bool:  # the bindings and the delete are applied
-        return await redis.hlen(keys.QUEUE_PODS) == 0
+        lanes = [q.lane for q in queue_shards(gang_stack.shards)]
+        return all([await redis.hlen(keys.queue_pods_key(lane)) == 0 for lane in lanes])
 
     assert await eventually(queue_holds_none, timeout=30)
     kill_and_restart(gang_stack, "queue")
