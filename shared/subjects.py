@@ -92,6 +92,9 @@ WATCHER_CONSUMER = "watcher"
 # that only grows, whatever Redis forgets.
 STATE_STREAM = "KSCHED_STATE"
 INCARNATION_PREFIX = "ksched.internal.incarnation"
+# The shard count the queue shards run with (payload: the count), one message per change
+# of it: its sequence names the layout a queue shard's state in Redis was written under.
+LAYOUT_SUBJECT = f"{INCARNATION_PREFIX}.layout"
 
 QUEUE_PREFIX = "ksched.internal.queue"
 QUEUE_EVENTS = f"{QUEUE_PREFIX}.events"  # watcher -> queue: pod and cluster events

@@ -455,9 +455,15 @@ class QueueService:
         # a shard's pods come from its watcher shard alone: only that lane's ack floor
         # tells whether Redis lost its writes (the others send it moves only)
         lanes = {self.shard.watcher_lane} if self.shard.sharded else None
+        # and a state kept under another shard count holds another share of the pods
         takeover = await state_at_takeover(
-            self.rt.takeover_js, self.rt.redis, self.lane, watcher_lanes=lanes
+            self.rt.takeover_js,
+            self.rt.redis,
+            self.lane,
+            watcher_lanes=lanes,
+            shards=self.shard.shards,
         )
+        self.mark.layout = takeover.layout
         if takeover.lost is None and (await self._restore() or not takeover.first):
             self.mark.start(
                 takeover.incarnation, takeover.marker.applied, lanes=takeover.marker.lanes

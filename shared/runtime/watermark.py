@@ -21,6 +21,10 @@ every batch of its state (one fenced script call, all or nothing), a marker
   shard's progress is its own number; `applied` is then a floor under all of them
   (a rebuild's cut: every event up to it is in the state).
 - `writes`: the batches written in this incarnation.
+- `layout` (queue shards): the sequence of the shard count's record on KSCHED_STATE
+  under which the state was written (`current_layout`). A queue started with another
+  shard count deals the pods differently: a shard's state kept from an earlier count
+  holds pods it no longer owns and lacks pods it now owns, so it is rebuilt.
 
 Every batch a leader writes first expects the marker to hold its incarnation and the
 count of batches it wrote (`Watermark.guard`): over a Redis that lost any of them
@@ -45,17 +49,26 @@ from typing import Any
 import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
-from nats.js.errors import NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
 from shared import keys
 from shared.runtime.fencing import FencedBatch
+from shared.runtime.publish import WRONG_LAST_SEQUENCE
 from shared.sharding import WATCHER, consumer_lane
-from shared.subjects import CLUSTER_STREAM, STATE_STREAM, WATCHER_CONSUMER, incarnation_subject
+from shared.subjects import (
+    CLUSTER_STREAM,
+    EXPECTED_LAST_SUBJECT_SEQ,
+    LAYOUT_SUBJECT,
+    STATE_STREAM,
+    WATCHER_CONSUMER,
+    incarnation_subject,
+)
 
 INCARNATION = "incarnation"
 APPLIED = "applied"
 LANE_APPLIED = f"{APPLIED}:"  # + a watcher shard's lane: that shard's `applied`
 WRITES = "writes"
+LAYOUT = "layout"
 # Numbers one incarnation may hand out: incarnation n starts at n << 32, so that a
 # rebuilt queue never reuses a scheduling cycle a worker or binder still holds.
 INCARNATION_BITS = 32
@@ -70,12 +83,19 @@ class Marker:
     applied: int = 0
     writes: int = 0
     lanes: Mapping[str, int] = field(default_factory=dict)  # watcher shards' `applied`
+    layout: int = 0  # the shard layout it was written under (0: none recorded)
 
     @classmethod
     def of(cls, raw: Mapping[Any, Any]) -> Marker:
         fields = {_text(k): int(v) for k, v in raw.items()}
         lanes = {k[len(LANE_APPLIED) :]: v for k, v in fields.items() if k.startswith(LANE_APPLIED)}
-        return cls(fields.get(INCARNATION, 0), fields.get(APPLIED, 0), fields.get(WRITES, 0), lanes)
+        return cls(
+            fields.get(INCARNATION, 0),
+            fields.get(APPLIED, 0),
+            fields.get(WRITES, 0),
+            lanes,
+            fields.get(LAYOUT, 0),
+        )
 
     def applied_by(self, lane: str) -> int:
         """Through which sequence the events of watcher lane `lane` are applied."""
@@ -84,11 +104,17 @@ class Marker:
         return max(self.applied, self.lanes.get(lane, 0))
 
 
-def lost_at_takeover(marker: Marker, acked: Mapping[str, int]) -> str | None:
+def lost_at_takeover(marker: Marker, acked: Mapping[str, int], layout: int = 0) -> str | None:
     """Why a new leader may not trust the state in Redis (None: it is whole), given
-    the last cluster stream sequence each watcher lane (shard) acknowledged."""
+    the last cluster stream sequence each watcher lane (shard) acknowledged and the
+    shard layout it runs under (0: unsharded state, none checked)."""
     if not marker.incarnation:
         return "no state marker: Redis was wiped, restarted empty, or never held this state"
+    if layout and marker.layout != layout:
+        return (
+            f"written under shard layout {marker.layout or 'unrecorded'}, not {layout}: "
+            "the shard count changed, and the pods are dealt anew"
+        )
     for lane, seq in sorted(acked.items()):
         if marker.applied_by(lane) < seq:
             return (
@@ -138,6 +164,7 @@ class Watermark:
         self.lanes: dict[str, int] = {}  # watcher shards' `applied`, by lane
         self.writes = 0
         self.cut = 0  # events at or below it are in the state already (a rebuild's list)
+        self.layout = 0  # the shard layout the state is written under (0: none)
         self._writing: tuple[int, dict[str, int]] = (0, {})  # in the batch being written
         self._saved: tuple[int, dict[str, int]] = (0, {})  # as Redis holds them
 
@@ -175,6 +202,8 @@ class Watermark:
         fields.update({f"{LANE_APPLIED}{lane}": seq for lane, seq in self.lanes.items()})
         if whole:
             fields[INCARNATION] = self.incarnation
+            if self.layout:
+                fields[LAYOUT] = self.layout
         batch.hset(self.key, mapping=fields)
         self._writing = (self.applied, dict(self.lanes))
 
@@ -302,6 +331,7 @@ class Takeover:
     # handed out by one. What Redis holds then predates the marker (an upgrade).
     first: bool
     lost: str | None  # why the state in Redis cannot be trusted (None: it can)
+    layout: int = 0  # the shard layout it runs under (0: none checked)
 
     def announce_rebuild(self, log: logging.Logger, service: str) -> None:
         if self.lost is not None:
@@ -316,17 +346,43 @@ async def state_at_takeover(
     service: str,
     *,
     watcher_lanes: Container[str] | None = None,
+    shards: int | None = None,
 ) -> Takeover:
     """What a new leader of `service` finds: a new incarnation, and whether Redis still
     holds the state its predecessor wrote. The watcher acks nothing meanwhile (this
     service does not serve), so the ack floor read stands. `watcher_lanes`: the watcher
-    lanes whose events make its state (None: every lane), e.g. a queue shard's one."""
+    lanes whose events make its state (None: every lane), e.g. a queue shard's one;
+    `shards`: the shard count its state is dealt by (None: not dealt)."""
     first = not await had_incarnation(js, service)
     incarnation = await new_incarnation(js, service)
+    layout = 0 if shards is None else await current_layout(js, shards)
     acked = only_lanes(acked_by_lane(await watcher_consumers(js)), watcher_lanes)
     marker = await read_marker(redis, service)
-    lost = None if first else lost_at_takeover(marker, acked)
-    return Takeover(incarnation, marker, first, lost)
+    lost = None if first else lost_at_takeover(marker, acked, layout)
+    return Takeover(incarnation, marker, first, lost, layout)
+
+
+async def current_layout(js: JetStreamContext, shards: int) -> int:
+    """The layout of `shards` queue shards: the sequence of the record of that count,
+    published when the last record names another count (or none exists). Compare and
+    set on the subject's last sequence, so shards starting together agree on one."""
+    while True:
+        try:
+            last = await js.get_last_msg(STATE_STREAM, LAYOUT_SUBJECT)
+        except NotFoundError:
+            seq, count = 0, 0
+        else:
+            seq, count = int(last.seq or 0), int(last.data or b"0")
+        if count == shards:
+            return seq
+        headers = {EXPECTED_LAST_SUBJECT_SEQ: str(seq)}
+        try:
+            ack = await js.publish(LAYOUT_SUBJECT, str(shards).encode(), headers=headers)
+        except APIError as err:  # another shard recorded a layout first: read it
+            if err.err_code != WRONG_LAST_SEQUENCE:
+                raise
+            continue
+        return int(ack.seq)
 
 
 async def had_incarnation(js: JetStreamContext, service: str) -> bool:

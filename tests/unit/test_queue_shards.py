@@ -23,7 +23,7 @@ from shared.messages import report
 from shared.podgroups import POD_GROUP_LABEL
 from shared.routing import Informer, move, route
 from shared.runtime.settings import Settings
-from shared.runtime.watermark import Marker, lost_at_takeover, only_lanes
+from shared.runtime.watermark import Marker, Watermark, lost_at_takeover, only_lanes
 from shared.sharding import (
     QueueShard,
     WatcherShard,
@@ -164,6 +164,38 @@ def test_a_queue_shard_s_takeover_judges_its_own_watcher_lane_only() -> None:
     assert lost_at_takeover(marker, only_lanes(acked, {"watcher.0"})) is None
     assert lost_at_takeover(marker, only_lanes({"watcher.0": 11}, {"watcher.0"})) is not None
     assert only_lanes(acked, None) == acked
+
+
+def test_a_queue_shard_s_state_kept_under_another_shard_count_is_rebuilt() -> None:
+    """The marker names the layout (the shard count's record) the state was written
+    under: a queue started with another count finds its pods dealt differently."""
+    marker = Marker(incarnation=5, applied=10, layout=7)
+    acked = {"watcher.0": 10}
+    assert lost_at_takeover(marker, acked, layout=7) is None
+    assert lost_at_takeover(marker, acked, layout=9) is not None
+    assert lost_at_takeover(Marker(incarnation=5, applied=10), acked, layout=7) is not None
+    assert lost_at_takeover(marker, acked) is None  # unsharded state: none checked
+
+
+class HashWrites:
+    """The marker's writes a batch would make (its hset calls), one mapping each."""
+
+    def __init__(self) -> None:
+        self.writes: list[dict[str, int]] = []
+
+    def hset(self, key: str, mapping: dict[str, int]) -> None:
+        self.writes.append(dict(mapping))
+
+
+def test_the_marker_carries_its_layout_in_whole_writes() -> None:
+    mark = Watermark("queue.0")
+    mark.start(5, 10)
+    mark.layout = 7
+    batch = HashWrites()
+    mark.write(batch, whole=True)  # type: ignore[arg-type]
+    assert Marker.of(batch.writes[-1]).layout == 7
+    mark.write(batch)  # type: ignore[arg-type]  # a change: the layout stays as written
+    assert "layout" not in batch.writes[-1]
 
 
 def queue_instance(stats: str | None) -> Instance:
