@@ -10,6 +10,11 @@ host is lost, every leader has a standby elsewhere:
     h2: watcher, queue, worker, binder
     h3: queue, cache, worker, binder
 
+With `shards` > 1 (watcher and queue shards, docs/scale.md §4) each shard's watcher
+and queue pair is placed the same way, turned by one host per shard (shard 1's
+watchers on h2 and h3, its queues on h3 and h1, ...): each shard keeps its standby on
+another host, and the shards' leaders spread over the hosts.
+
 Every process listens on its host's own address; the tools in the root namespace (load,
 probes) reach them through the bridge. `kill_host` is kill -9 of every process of a
 host, `start_host` brings them back (servers, then services).
@@ -31,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.subjects import CLUSTER_STREAM
-from shared.tools.devstack import LEADER_ELECTED, LEADER_METRIC
+from shared.tools.devstack import LEADER_ELECTED, LEADER_METRIC, SHARDED
 from shared.tools.natscluster import CLUSTER_NAME, Member, NatsCluster
 from shared.tools.netns import HostNet
 from shared.tools.servers import Server, find_nats_server, find_redis_server
@@ -59,6 +64,7 @@ class HostService:
     proc: subprocess.Popen[bytes]
     url: str  # its /metrics, /readyz base
     log_path: Path
+    shard: int | None = None  # a watcher's or queue's shard (None: unsharded)
 
     @property
     def alive(self) -> bool:
@@ -116,6 +122,7 @@ class Hosts:
     env: dict[str, str] = field(default_factory=dict)
     # KSCHED_REDIS_URL names the Sentinels (redis+sentinel://) rather than h1's Redis
     sentinel_url: bool = False
+    shards: int = 1  # watcher and queue shards (KSCHED_SHARDS)
     services: list[HostService] = field(default_factory=list)
     servers: dict[int, dict[str, subprocess.Popen[bytes]]] = field(default_factory=dict)
     _incarnation: itertools.count[int] = field(default_factory=itertools.count)
@@ -195,10 +202,25 @@ class Hosts:
         return args
 
     def start_services(self, host: int) -> None:
-        for name in PLACEMENT[host]:
-            self.start_service(name, host)
+        for name, shard in self.placed(host):
+            self.start_service(name, host, shard)
 
-    def start_service(self, name: str, host: int) -> HostService:
+    def placed(self, host: int) -> list[tuple[str, int | None]]:
+        """The services `host` runs, each with its shard (None: unsharded)."""
+        if self.shards == 1:
+            return [(name, None) for name in PLACEMENT[host]]
+        hosts = sorted(PLACEMENT)
+        placed: list[tuple[str, int | None]] = []
+        for name in PLACEMENT[host]:
+            if name not in SHARDED:
+                placed.append((name, None))
+        for shard in range(self.shards):
+            # the host that runs this shard's share as `host` runs shard 0's
+            turned = hosts[(hosts.index(host) - shard) % len(hosts)]
+            placed += [(name, shard) for name in PLACEMENT[turned] if name in SHARDED]
+        return placed
+
+    def start_service(self, name: str, host: int, shard: int | None = None) -> HostService:
         incarnation = next(self._incarnation)
         port = FIRST_HTTP_PORT + incarnation  # never one a live service of the host holds
         identity = f"h{host}-{name}-{incarnation}"
@@ -212,10 +234,14 @@ class Hosts:
             "KSCHED_LEADER_ELECT_IDENTITY": identity,
             **self.env,
         }
+        if self.shards > 1:
+            env["KSCHED_SHARDS"] = str(self.shards)
+            if shard is not None:
+                env["KSCHED_SHARD"] = str(shard)
         log_path = self.workdir / f"h{host}" / f"{identity}.log"
         proc = self.net.spawn(host, [sys.executable, "-m", f"services.{name}"], log_path, env)
         url = f"http://{self.net.address(host)}:{port}"
-        svc = HostService(name, host, identity, proc, url, log_path)
+        svc = HostService(name, host, identity, proc, url, log_path, shard)
         self.services.append(svc)
         return svc
 
@@ -256,7 +282,7 @@ class Hosts:
             gone = [s for s in self.services if not s.alive and s.host in self.servers]
             for svc in gone:
                 self.services.remove(svc)
-                self.start_service(svc.name, svc.host)
+                self.start_service(svc.name, svc.host, svc.shard)
         return len(gone)
 
     def kill_server(self, host: int, what: str) -> None:
@@ -291,7 +317,7 @@ class Hosts:
             time.sleep(0.5)
 
     def _whole(self) -> bool:
-        if any(self.leader(name) is None for name in LEADER_ELECTED):
+        if any(leader is None for leader in self.leaders()):
             return False
         primary = self.redis_primary()
         if primary is None:
@@ -309,10 +335,18 @@ class Hosts:
 
     # --- looking -------------------------------------------------------------------------
 
-    def leader(self, name: str) -> HostService | None:
-        """The live replica of `name` whose /metrics says it leads."""
+    def leaders(self) -> list[HostService | None]:
+        """The leader of each leader-elected service, of each shard of a sharded one."""
+        return [
+            self.leader(name, shard)
+            for name in LEADER_ELECTED
+            for shard in (range(self.shards) if name in SHARDED and self.shards > 1 else [None])
+        ]
+
+    def leader(self, name: str, shard: int | None = None) -> HostService | None:
+        """The live replica of `name` (of shard `shard`) whose /metrics says it leads."""
         for svc in self.services:
-            if svc.name == name and svc.alive:
+            if svc.name == name and svc.alive and (shard is None or svc.shard == shard):
                 status, body = _get(f"{svc.url}/metrics")
                 if status == 200 and any(
                     line.startswith(LEADER_METRIC) and line.rstrip().endswith(" 1.0")
