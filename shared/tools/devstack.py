@@ -125,7 +125,10 @@ class LocalStack:
             for _ in range(self.replicas(name)):
                 self.start_service(name)
 
-    def start_service(self, name: str) -> ServiceProc:
+    def start_service(self, name: str, shard: int | None = None) -> ServiceProc:
+        """A replica of `name`; of watcher or queue shard `shard` (shards > 1), else of
+        the next shard in turn. A supervisor restarting a dead replica names its shard:
+        dealt in turn, the restart could leave the dead one's shard without a replica."""
         port = free_port()
         env = {
             **os.environ,
@@ -138,12 +141,13 @@ class LocalStack:
             **self.service_env.get(name, {}),
         }
         index = sum(1 for s in self.services if s.name == name)
-        shard = None
         if self.shards > 1:
             env["KSCHED_SHARDS"] = str(self.shards)
             if name in SHARDED:  # dealt round-robin over shards
-                shard = index % self.shards
+                shard = index % self.shards if shard is None else shard
                 env["KSCHED_SHARD"] = str(shard)
+        if name not in SHARDED or self.shards == 1:
+            shard = None
         log_path = self.workdir / f"{name}-{index}.log"
         proc = spawn([sys.executable, "-m", f"services.{name}"], log_path, env)
         svc = ServiceProc(name, proc, port, log_path, shard)
@@ -179,6 +183,13 @@ class LocalStack:
             if svc.proc.poll() is None and _leads(svc.http_port):
                 return svc
         return None
+
+    def shard_leaders(self, name: str) -> list[ServiceProc | None]:
+        """The leader of each shard of `name` in shard order (one entry when `name` is
+        not sharded); None for a shard that no replica leads now."""
+        if name in SHARDED and self.shards > 1:
+            return [self.leader(name, s) for s in range(self.shards)]
+        return [self.leader(name)]
 
     def stop_services(self) -> None:
         for svc in self.services:
