@@ -340,8 +340,8 @@ async def _still_schedules(js: JetStreamContext, tracker: PodTracker) -> tuple[i
 async def _shards_seen(
     stack: LocalStack, raw: dict[str, dict[str, Any]], tracker: PodTracker
 ) -> ShardsSeen:
-    queue = await asyncio.to_thread(stack.shard_leaders, "queue")
-    watcher = await asyncio.to_thread(stack.shard_leaders, "watcher")
+    queue = await asyncio.to_thread(stack.wait_shard_leaders, "queue")
+    watcher = await asyncio.to_thread(stack.wait_shard_leaders, "watcher")
     bound = [0] * stack.shards
     for key, pod in raw.items():
         view = tracker.pods.get(key)

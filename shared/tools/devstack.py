@@ -191,6 +191,17 @@ class LocalStack:
             return [self.leader(name, s) for s in range(self.shards)]
         return [self.leader(name)]
 
+    def wait_shard_leaders(self, name: str, timeout: float = 30) -> list[ServiceProc | None]:
+        """`shard_leaders` once every shard of `name` has one, or as they are at the
+        `timeout`: /readyz answers 200 on a standby too, so a stack just ready may
+        still be electing (and a loaded machine answers /metrics late)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            leaders = self.shard_leaders(name)
+            if all(leaders) or time.monotonic() > deadline:
+                return leaders
+            time.sleep(0.1)
+
     def stop_services(self) -> None:
         for svc in self.services:
             if svc.proc.poll() is None:
