@@ -347,6 +347,8 @@ async def _shards_seen(
         view = tracker.pods.get(key)
         if view is not None and view.node:
             bound[queue_owner(stack.shards, key, pod_gang(pod))] += 1
+    # the pods published after the chaos fall in every shard (for 2 and 3 shards): a
+    # leader elected late has taken some of them in
     ports = [leader.http_port for leader in queue if leader is not None]
     return ShardsSeen(
         queue_leaders=[leader is not None for leader in queue],

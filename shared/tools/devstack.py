@@ -154,8 +154,9 @@ class LocalStack:
         self.services.append(svc)
         return svc
 
-    def wait_ready(self, timeout: float = 30) -> None:
-        """Every service answers /readyz with 200."""
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Every service answers /readyz with 200. A dozen processes importing at once
+        on this shared 2-core machine (load average 20-30) took more than 30 s."""
         deadline = time.monotonic() + timeout
         for svc in self.services:
             while True:

@@ -138,7 +138,7 @@ def scale_stack(
     try:
         stack.start_servers()
         stack.start_services()
-        # a dozen processes importing at once: on a loaded machine, more than 30 s
+        # 13 processes importing at once, none held back as `running` holds standbys
         stack.wait_ready(timeout=90)
         yield stack
     finally:
