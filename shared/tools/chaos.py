@@ -7,10 +7,14 @@ replica (kill -9) every 2-6 s and restarts it (a supervisor also restarts replic
 exit, as a deposed leader does); Redis is restarted once and NATS once. Then the
 monkey stops and the run checks: every pod bound or pending with a current
 FailedScheduling reason, none lost, none bound twice, no invalid placement (the final
-state audited against every constraint), and new pods still get scheduled.
+state audited against every constraint), and new pods still get scheduled. With
+`--shards N` the watcher and the queue run N shards (docs/scale.md §4), each with its
+leader and standby; a killed replica comes back in its own shard, and the run also
+checks that every shard ends with a leader and that pods went through each queue shard.
 
     python -m shared.tools.chaos    # 10 000 pods, 500 nodes, 3 workers, 2 binders
     python -m shared.tools.chaos --pods 1000 --nodes 100 --duration 35   # the test's variant
+    python -m shared.tools.chaos --pods 1000 --nodes 100 --duration 35 --shards 2  # and sharded
 """
 
 from __future__ import annotations
@@ -33,11 +37,12 @@ from nats.js.errors import APIError
 
 from shared.api.models import key_of
 from shared.runtime.connections import connect_redis
+from shared.sharding import pod_gang, queue_owner
 from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, pod_subject
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LEADER_ELECTED, LocalStack, running
 from shared.tools.invariants import AuditReport, audit
-from shared.tools.observe import decided, settle
+from shared.tools.observe import decided, incoming_by_shard, settle
 from shared.tools.servers import restart
 from shared.tools.synthetic import ZONE, add_anti_affinity, add_spread, make_node, make_pod
 from shared.wire import dump_json
@@ -63,6 +68,34 @@ class ChaosConfig:
     kill_every: tuple[float, float] = (2.0, 6.0)
     settle_timeout: float = 600.0
     seed: int = 9
+    shards: int = 1  # watcher and queue shards (docs/scale.md §4), two replicas of each
+
+
+@dataclass(frozen=True)
+class ShardsSeen:
+    """A sharded run's shards once it was over: whether each queue and watcher shard
+    has a leader, the workload's pods bound per queue shard (the shard that holds each),
+    and the pods each queue leader took in. Pods all through one shard, or a shard left
+    without a leader, would make the sharded run prove nothing about shards."""
+
+    queue_leaders: list[bool]
+    watcher_leaders: list[bool]
+    bound: list[int]
+    taken_in: list[int]
+
+    @property
+    def ok(self) -> bool:
+        return all(self.queue_leaders + self.watcher_leaders) and all(self.bound + self.taken_in)
+
+    def line(self) -> str:
+        def led(leaders: list[bool]) -> str:
+            return f"{sum(leaders)}/{len(leaders)}"
+
+        return (
+            f"  shards           leaders: queue {led(self.queue_leaders)}, watcher "
+            f"{led(self.watcher_leaders)}; bound per queue shard {self.bound}; taken in by "
+            f"each queue leader {self.taken_in}"
+        )
 
 
 @dataclass
@@ -79,6 +112,7 @@ class ChaosReport:
     double_bound: list[str] = field(default_factory=list)
     audit: AuditReport = field(default_factory=AuditReport)
     after_chaos: tuple[int, int] = (0, 0)  # new pods bound / published once it was over
+    shards: ShardsSeen | None = None  # with shards: how they ended, and what they took
 
     @property
     def ok(self) -> bool:
@@ -89,6 +123,7 @@ class ChaosReport:
             and self.audit.ok
             and new_total > 0
             and new_bound == new_total
+            and (self.shards is None or self.shards.ok)
         )
 
     def lines(self) -> list[str]:
@@ -97,7 +132,7 @@ class ChaosReport:
         new_bound, new_total = self.after_chaos
         return [
             f"chaos: {c.pods} pods on {c.nodes} nodes, {c.workers} workers, {c.binders} binders, "
-            "2 replicas of watcher/queue/cache",
+            f"2 replicas of watcher/queue/cache{_per_shard(c.shards)}",
             f"  kill -9          {sum(self.kills.values())} ({kills}); {self.leader_kills} "
             f"of them leaders",
             f"  restarted        {self.restarts} replicas ("
@@ -112,8 +147,13 @@ class ChaosReport:
             f"violated constraints {self.audit.violated_constraints}",
             *(f"    {line}" for line in self.audit.lines()[:10]),
             f"  after the chaos  {new_bound}/{new_total} new pods bound",
+            *([self.shards.line()] if self.shards is not None else []),
             f"  result           {'PASS' if self.ok else 'FAIL'}",
         ]
+
+
+def _per_shard(shards: int) -> str:
+    return f" (of watcher and queue: per shard, {shards} shards)" if shards > 1 else ""
 
 
 def workload(cfg: ChaosConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -193,7 +233,8 @@ class Monkey:
         if not live:
             return
         victim = self.rng.choice(live)
-        if victim.name in LEADER_ELECTED and self.stack.leader(victim.name) is victim:
+        # with shards, one leader per shard: ask this replica's shard
+        if victim.name in LEADER_ELECTED and self.stack.leader(victim.name, victim.shard) is victim:
             self.report.leader_kills += 1
         victim.proc.send_signal(signal.SIGKILL)
         await asyncio.to_thread(victim.proc.wait)
@@ -205,7 +246,7 @@ class Monkey:
             for svc in [s for s in self.stack.services if s.proc.poll() is not None]:
                 self.report.restarts += 1
                 self.stack.services.remove(svc)
-                self.stack.start_service(svc.name)
+                self.stack.start_service(svc.name, svc.shard)
             await asyncio.sleep(0.2)
 
 
@@ -260,6 +301,8 @@ async def run_chaos(stack: LocalStack, cfg: ChaosConfig) -> ChaosReport:
         report.settle_seconds = time.monotonic() - started
         _judge(report, tracker, nodes, raw)
         report.after_chaos = await _still_schedules(js, tracker)
+        if cfg.shards > 1:
+            report.shards = await _shards_seen(stack, raw, tracker)
         supervisor.cancel()
     finally:
         await redis.aclose()
@@ -294,6 +337,27 @@ async def _still_schedules(js: JetStreamContext, tracker: PodTracker) -> tuple[i
     return sum(1 for k in keys if k in tracker.bound()), len(keys)
 
 
+async def _shards_seen(
+    stack: LocalStack, raw: dict[str, dict[str, Any]], tracker: PodTracker
+) -> ShardsSeen:
+    queue = await asyncio.to_thread(stack.wait_shard_leaders, "queue")
+    watcher = await asyncio.to_thread(stack.wait_shard_leaders, "watcher")
+    bound = [0] * stack.shards
+    for key, pod in raw.items():
+        view = tracker.pods.get(key)
+        if view is not None and view.node:
+            bound[queue_owner(stack.shards, key, pod_gang(pod))] += 1
+    # the pods published after the chaos fall in every shard (for 2 and 3 shards): a
+    # leader elected late has taken some of them in
+    ports = [leader.http_port for leader in queue if leader is not None]
+    return ShardsSeen(
+        queue_leaders=[leader is not None for leader in queue],
+        watcher_leaders=[leader is not None for leader in watcher],
+        bound=bound,
+        taken_in=await incoming_by_shard(ports),
+    )
+
+
 def chaos_stack(workdir: Path, cfg: ChaosConfig) -> LocalStack:
     return LocalStack(
         workdir,
@@ -301,6 +365,7 @@ def chaos_stack(workdir: Path, cfg: ChaosConfig) -> LocalStack:
         binders=cfg.binders,
         standbys=1,
         persist=True,
+        shards=cfg.shards,
         env=dict(CHAOS_ENV),
     )
 
@@ -308,7 +373,7 @@ def chaos_stack(workdir: Path, cfg: ChaosConfig) -> LocalStack:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shared.tools.chaos", description=__doc__)
     defaults = ChaosConfig()
-    for name in ("pods", "nodes", "workers", "binders", "seed"):
+    for name in ("pods", "nodes", "workers", "binders", "seed", "shards"):
         parser.add_argument(f"--{name}", type=int, default=getattr(defaults, name))
     parser.add_argument("--duration", type=float, default=defaults.duration)
     parser.add_argument("--workdir", type=Path, default=None, help="keep logs here")
@@ -320,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         binders=args.binders,
         duration=args.duration,
         seed=args.seed,
+        shards=args.shards,
     )
     with tempfile.TemporaryDirectory(prefix="ksched-chaos-") as tmp:
         workdir = args.workdir or Path(tmp)

@@ -125,7 +125,10 @@ class LocalStack:
             for _ in range(self.replicas(name)):
                 self.start_service(name)
 
-    def start_service(self, name: str) -> ServiceProc:
+    def start_service(self, name: str, shard: int | None = None) -> ServiceProc:
+        """A replica of `name`; of watcher or queue shard `shard` (shards > 1), else of
+        the next shard in turn. A supervisor restarting a dead replica names its shard:
+        dealt in turn, the restart could leave the dead one's shard without a replica."""
         port = free_port()
         env = {
             **os.environ,
@@ -138,20 +141,22 @@ class LocalStack:
             **self.service_env.get(name, {}),
         }
         index = sum(1 for s in self.services if s.name == name)
-        shard = None
         if self.shards > 1:
             env["KSCHED_SHARDS"] = str(self.shards)
             if name in SHARDED:  # dealt round-robin over shards
-                shard = index % self.shards
+                shard = index % self.shards if shard is None else shard
                 env["KSCHED_SHARD"] = str(shard)
+        if name not in SHARDED or self.shards == 1:
+            shard = None
         log_path = self.workdir / f"{name}-{index}.log"
         proc = spawn([sys.executable, "-m", f"services.{name}"], log_path, env)
         svc = ServiceProc(name, proc, port, log_path, shard)
         self.services.append(svc)
         return svc
 
-    def wait_ready(self, timeout: float = 30) -> None:
-        """Every service answers /readyz with 200."""
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Every service answers /readyz with 200. A dozen processes importing at once
+        on this shared 2-core machine (load average 20-30) took more than 30 s."""
         deadline = time.monotonic() + timeout
         for svc in self.services:
             while True:
@@ -179,6 +184,24 @@ class LocalStack:
             if svc.proc.poll() is None and _leads(svc.http_port):
                 return svc
         return None
+
+    def shard_leaders(self, name: str) -> list[ServiceProc | None]:
+        """The leader of each shard of `name` in shard order (one entry when `name` is
+        not sharded); None for a shard that no replica leads now."""
+        if name in SHARDED and self.shards > 1:
+            return [self.leader(name, s) for s in range(self.shards)]
+        return [self.leader(name)]
+
+    def wait_shard_leaders(self, name: str, timeout: float = 30) -> list[ServiceProc | None]:
+        """`shard_leaders` once every shard of `name` has one, or as they are at the
+        `timeout`: /readyz answers 200 on a standby too, so a stack just ready may
+        still be electing (and a loaded machine answers /metrics late)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            leaders = self.shard_leaders(name)
+            if all(leaders) or time.monotonic() > deadline:
+                return leaders
+            time.sleep(0.1)
 
     def stop_services(self) -> None:
         for svc in self.services:

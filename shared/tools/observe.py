@@ -22,6 +22,7 @@ CACHE_ADDED = "added"  # the state of a confirmed pod in the cache's records (ca
 CONFLICTS_METRIC = "ksched_assume_conflicts"  # ksched_assume_conflicts_total, as parsed
 ASSUMED_METRIC = "ksched_assumed_pods"  # the cache's ksched_assumed_pods_total
 ATTEMPTS_METRIC = "scheduler_schedule_attempts"  # the workers', by result and profile
+INCOMING_METRIC = "scheduler_queue_incoming_pods"  # the queue's, by sub-queue and event
 
 
 @dataclass(frozen=True)
@@ -161,3 +162,11 @@ async def pipeline_counters(
         int(sum(assumed.values())),
         int(attempts.get("error", 0)),
     )
+
+
+async def incoming_by_shard(leader_ports: Iterable[int]) -> list[int]:
+    """The pods each queue shard's leader took in (scheduler_queue_incoming_pods_total,
+    every event), in the order of `leader_ports`: a sharded run whose pods all went
+    through one shard shows zeros for the others."""
+    totals = [await metric_total([port], INCOMING_METRIC) for port in leader_ports]
+    return [int(sum(t.values())) for t in totals]

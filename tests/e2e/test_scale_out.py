@@ -8,10 +8,12 @@ checks the final state (shared/tools/invariants.audit), that no pod was bound tw
 that replaying the committed order serially through the framework's Filter accepts
 every placement (shared/tools/invariants.replay).
 
-One devstack serves every example: an example uses its own name prefix and
-deletes its pods and nodes at the end, so the next one starts from an empty cluster.
-KSCHED_TEST_WATCHER_SHARDS=N runs it with N watcher and queue shards (shared/sharding.py),
-the workers popping from every queue shard.
+It runs with 1, 2 and 3 watcher and queue shards (shared/sharding.py, docs/scale.md
+§4), the workers popping from every queue shard: one devstack per shard count serves
+every example of that count. An example uses its own name prefix and deletes its pods
+and nodes at the end, so the next one starts from an empty cluster. A sharded run
+checks that every queue shard had a leader and took pods in, so that it cannot pass
+with the pods all going through one shard.
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ from shared import keys
 from shared.tools.client import PodTracker, publish_all, publish_pod
 from shared.tools.devstack import LocalStack
 from shared.tools.invariants import audit, replay
-from shared.tools.observe import assume_conflicts, settle
+from shared.tools.observe import assume_conflicts, incoming_by_shard, settle
 from tests.builders import HOSTNAME, ZONE, make_node, make_pod
-from tests.conftest import shards_under_test
 
 pytestmark = pytest.mark.e2e
 
-EXAMPLES = 80
+# Examples per shard count: the unsharded pipeline gets the most; each sharded stack
+# about 35 s more of make test (the examples differ by shard count only in routing).
+EXAMPLES = {1: 80, 2: 20, 3: 20}
 ZONES = ("zone-a", "zone-b", "zone-c")
 TOPOLOGY_KEYS = (HOSTNAME, ZONE)
 
@@ -125,17 +128,18 @@ def key(pod: dict[str, Any]) -> str:
     return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
 
 
-@pytest.fixture(scope="module")
-def scale_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+@pytest.fixture(scope="module", params=sorted(EXAMPLES), ids=lambda n: f"{n}-shards")
+def scale_stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalStack]:
     workdir: Path = tmp_path_factory.mktemp("scale") / "stack"
     stack = LocalStack(workdir, workers=4, binders=2, env={"KSCHED_LOG_LEVEL": "warning"})
-    stack.shards = shards_under_test()
+    stack.shards = request.param
     try:
         stack.start_servers()
         stack.start_services()
-        stack.wait_ready()
-        if stack.shards > 1:  # the queue is sharded too: a leader per shard
-            assert all(stack.leader("queue", s) for s in range(stack.shards))
+        # 13 processes importing at once, none held back as `running` holds standbys
+        stack.wait_ready(timeout=90)
         yield stack
     finally:
         stack.stop()
@@ -145,18 +149,33 @@ PREFIXES = (f"ex{i}" for i in itertools.count())
 
 
 @pytest.mark.timeout(300)
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    # Shrinking re-runs the services many times; the failing example is printed whole.
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-@given(scenario=scenarios())
-def test_no_invalid_placement_with_four_workers(
-    scale_stack: LocalStack, scenario: Scenario
-) -> None:
-    asyncio.run(run_example(scale_stack, scenario, next(PREFIXES)))
+def test_no_invalid_placement_with_four_workers(scale_stack: LocalStack) -> None:
+    leaders = scale_stack.wait_shard_leaders("queue")
+    assert all(leaders), f"a queue shard without a leader: {leaders}"
+    ports = [leader.http_port for leader in leaders if leader is not None]
+    before = asyncio.run(incoming_by_shard(ports))
+    check_examples(scale_stack)
+    # The examples' pods are spread over the shards by their names' partitions; a shard
+    # that took none means the run did not exercise what it claims to.
+    taken = [n - b for n, b in zip(asyncio.run(incoming_by_shard(ports)), before, strict=True)]
+    assert all(taken), f"pods taken in per queue shard: {taken}"
+
+
+def check_examples(stack: LocalStack) -> None:
+    """Hypothesis's examples for this stack's shard count, all on this stack."""
+
+    @settings(
+        max_examples=EXAMPLES[stack.shards],
+        deadline=None,
+        # Shrinking re-runs the services many times; the failing example is printed whole.
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(scenario=scenarios())
+    def example(scenario: Scenario) -> None:
+        asyncio.run(run_example(stack, scenario, next(PREFIXES)))
+
+    example()
 
 
 async def run_example(stack: LocalStack, scenario: Scenario, prefix: str) -> None:
