@@ -74,10 +74,6 @@ class Outbound:
     cache: list[bytes] = field(default_factory=list)
     cache_from: list[int] = field(default_factory=list)
     assigned_pod_deletes: int = 0
-    # Which queue items may reach the queue before the cache's part (`take_early`): new
-    # or changed pending pods of events with nothing for the cache.
-    queue_early: list[bool] = field(default_factory=list)
-    _late_keys: set[str] = field(default_factory=set)  # pods with a late item so far
 
     def add(
         self,
@@ -104,43 +100,12 @@ class Outbound:
         self.queue += queue
         self.queue_from += [source] * len(queue)
         self.queue_to += [self._queue_shard(e) for e in to_queue]
-        early = not to_cache and all(self._early(e) for e in to_queue)
-        self.queue_early += [early] * len(queue)
-        if not early:
-            self._late_keys.update(e["key"] for e in to_queue if "key" in e)
         if cache:
             self.cache += cache
             self.cache_from += [source] * len(cache)
         for e in to_queue:
             if _is_assigned_pod_delete(e):
                 self.assigned_pod_deletes += 1
-
-    def _early(self, event: QueueEvent) -> bool:
-        """A pending pod's upsert, outside any gang (GangScheduling's PreEnqueue counts
-        the gang's bound pods), after no item of the batch that must wait for the cache
-        names it (its order with those is kept)."""
-        return (
-            event["op"] == "upsert"
-            and not event.get("gang")
-            and event["key"] not in self._late_keys
-        )
-
-    def take_early(self) -> Outbound:
-        """The queue items that need nothing the cache is told first, taken out into an
-        Outbound of their own (no cache part): they go beside the cache's part, not
-        after its reply. Kept late: bindings (a pod that leaves the queue as bound
-        should already count on its node), deletions and moves (a pod a move brings
-        back should find the cache's view of what moved it)."""
-        early = Outbound(self.limit, self.queue_shards)
-        late = Outbound(self.limit, self.queue_shards)
-        for i, item in enumerate(self.queue):
-            part = early if self.queue_early[i] else late
-            part.queue.append(item)
-            part.queue_from.append(self.queue_from[i])
-            part.queue_to.append(self.queue_to[i])
-        self.queue, self.queue_from, self.queue_to = late.queue, late.queue_from, late.queue_to
-        self.queue_early = [False] * len(self.queue)
-        return early
 
     def _pack_queue_item(self, event: QueueEvent, packed: PackedObject | None) -> bytes:
         data = _pack(event, packed)

@@ -257,17 +257,8 @@ class Watcher:
             marking = asyncio.create_task(cache)
         else:
             # Cache first: a pod that leaves the queue as bound should already count on
-            # its node. New pending pods need nothing the cache is told: they go beside
-            # it (without `through`: the rest of the batch follows after the cache).
-            early = out.take_early()
-            to_queue_early = {**head, "stamps": {WATCHED: watched, ROUTED: time.time()}}
-            replies, *_ = await asyncio.gather(
-                cache,
-                *(
-                    self._to_queue_shard(q, early, to_queue_early, None, failed)
-                    for q in self.queue_shards
-                ),
-            )
+            # its node.
+            replies = await cache
             if sum(r.get("freed", 0) for r in replies) > out.assigned_pod_deletes:
                 # An assumed pod was deleted and freed room (kube's
                 # handleAssumedPodDeletion); its DELETED event did not say where, so the
@@ -288,12 +279,11 @@ class Watcher:
         q: QueueShard,
         out: Outbound,
         head: dict[str, Any],
-        through: int | None,
+        through: int,
         failed: dict[int, str],
     ) -> None:
         """The batch's items for queue shard `q`: its pods' and every move; `through`
-        only to the shard whose pods this watcher handles (the state marker's lane;
-        None: to none, the batch's rest follows)."""
+        only to the shard whose pods this watcher handles (the state marker's lane)."""
         own = q.watcher_lane == self.shard.lane
         chunks, sources = out.queue_messages(head, through if own else None, q.shard)
         await self._send(q.subject(QUEUE_EVENTS), chunks, sources, failed)

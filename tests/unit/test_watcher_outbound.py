@@ -7,7 +7,6 @@ import pytest
 from services.watcher.outbound import OBJECT_ROOM, Outbound, object_limit, too_large
 from shared.api.events import decode_cluster_event
 from shared.framework.events import EVENT_NODE_ADD
-from shared.messages import QueueEvent
 from shared.routing import move
 from shared.tools.synthetic import make_pod
 from shared.wire import dump_json, pack, unpack
@@ -114,23 +113,3 @@ def test_an_item_carrying_the_event_s_object_carries_its_packing() -> None:
     )
     assert unpack(out.queue[0]) == {"op": "upsert", "key": "default/p", "pod": unpack(marked[1])}
     assert unpack(out.cache[0])["pod"] == admitted
-
-
-def test_only_pending_pods_that_need_nothing_from_the_cache_go_early() -> None:
-    """take_early: the upserts of events with no cache item, outside gangs; a pod keeps
-    its order with an earlier item of the batch that must wait for the cache."""
-    out = Outbound(1 << 20)
-    out.add(0, [{"op": "upsert", "key": "default/a", "pod": {}}], [])
-    out.add(1, [{"op": "assigned", "key": "default/b"}], [{"op": "pod_upsert", "name": "b"}])
-    out.add(2, [{"op": "delete", "key": "default/c"}], [{"op": "pod_delete", "name": "c"}])
-    out.add(3, [{"op": "upsert", "key": "default/c", "pod": {}}], [])  # after its delete
-    out.add(4, [{"op": "upsert", "key": "default/d", "pod": {}, "gang": "g"}], [])
-    upsert_e: QueueEvent = {"op": "upsert", "key": "default/e", "pod": {}}
-    out.add(5, [upsert_e], [{"op": "pod_nominate", "name": "default/e"}])
-    out.add(6, [move(EVENT_NODE_ADD)], [{"op": "node_upsert", "name": "n"}])
-    out.add(7, [{"op": "upsert", "key": "default/f", "pod": {}}], [])
-    early = out.take_early()
-    assert (early.queue_from, early.cache) == ([0, 7], [])
-    assert [unpack(item)["key"] for item in early.queue] == ["default/a", "default/f"]
-    assert out.queue_from == [1, 2, 3, 4, 5, 6]  # the rest, in order, after the cache
-    assert out.cache_from == [1, 2, 5, 6]
