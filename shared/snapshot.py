@@ -80,6 +80,7 @@ class Snapshot:
         self.incarnation = 0
         self._feed: list[bytes] = []  # node-change messages not applied yet
         self._stale: set[str] = set()  # nodes the feed could not bring: read from Redis
+        self._gap = False  # the feed missed a change since the last Redis read
         # Nodes brought by the feed / read from Redis by refreshes (how well it serves).
         self.fed = 0
         self.read = 0
@@ -140,6 +141,7 @@ class Snapshot:
             incarnation = int(flat[0] or 0)
             if not incarnation:
                 return fed  # Redis lost the cache's state; it is being written again
+            self._gap = False
             changed = []
             generations = [self.generation, int(flat[1] or 0)]
             for i in range(2, len(flat), 3):
@@ -153,6 +155,20 @@ class Snapshot:
             self.read += len(changed)
             self._apply(self._decode_all(changed))
             return fed + len(changed)
+
+    async def catch_up(self) -> int:
+        """`refresh` without its Redis read when the feed brought every change it has
+        seen since that read: a worker's lane refreshes while its pop waits, and what
+        the cache changed after comes by the feed. Redis all the same when the feed
+        cannot tell (a gap, another incarnation, a change relative to another copy of a
+        node) or nothing was read yet. A change still on its way is missed either way,
+        as by a read a moment earlier: the cache's assume judges against its own state."""
+        async with self._refreshing:
+            await asyncio.sleep(0)  # messages read off the socket (as in `refresh`)
+            fed = self.apply_feed()
+            if self.incarnation and not self._gap and not self._stale:
+                return fed
+        return fed + await self.refresh()
 
     def apply_feed(self) -> int:
         """Apply the feed's messages received since the last refresh that follow what
@@ -182,10 +198,11 @@ class Snapshot:
         freed_any = False
         for data in messages:
             msg = unpack(data)
-            if msg["i"] != self.incarnation or msg["g"] <= self.generation:
-                continue  # another incarnation's (the Redis read tells), or held already
-            if msg["p"] > self.generation:
+            follows = self._follows(msg)
+            if follows is None:
                 break  # a gap
+            if not follows:
+                continue
             for name, generation, kind, *change in msg["n"]:
                 held = out[name] if name in out else self.nodes.get(name)
                 if held is not None and held.generation >= generation:
@@ -215,6 +232,20 @@ class Snapshot:
             self.generation = msg["g"]
         self.fed += len(out) + len(touched.keys() - out.keys())
         return out, touched, freed_any
+
+    def _follows(self, msg: dict[str, Any]) -> bool | None:
+        """Whether a feed message is the next change to apply: False when it is held
+        already or another incarnation's (the Redis read tells), None after a gap; the
+        last two leave the feed short of Redis until the next read (`catch_up`)."""
+        if msg["i"] != self.incarnation:
+            self._gap = True
+            return False
+        if msg["g"] <= self.generation:
+            return False
+        if msg["p"] > self.generation:
+            self._gap = True
+            return None
+        return True
 
     def _update_in_place(self, touched: dict[str, bool]) -> None:
         """What the snapshot derives from the NodeInfos changed in place (`touched`:

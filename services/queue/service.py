@@ -151,6 +151,7 @@ class QueueService:
         # events come from the watcher's leader only: a deposed one's are refused
         self.watchers = rt.watcher_floors()  # each watcher shard fenced by its epoch
         self._wake = asyncio.Event()
+        self._counters_written: tuple[int, int] | None = None  # as Redis holds them
         self._batch_stamps: dict[str, float] = {}  # the stage times of the events applied
         # Lapsed attempts waiting for their fence, and the task fencing a batch of them.
         self._lapsed: dict[str, Lapsed] = {}
@@ -275,8 +276,17 @@ class QueueService:
             self._batch_stamps = {}  # a rebuild's listed pods have no stage times
         self.mark.through(body.get("through"), lane)
         self._notify()
-        await self.flusher.flush()
+        await self._written_with_woken_pops()
         return {"applied": len(applied), "failed": failed}
+
+    async def _written_with_woken_pops(self) -> None:
+        """Flush once the long polls this change woke have popped: their write then
+        covers it too. Flushing first, a woken pop's own write (its pods' in-flight
+        state, written before its reply) waited for this one to land and went to Redis
+        after it: two round trips between a pod's arrival and its pop reply. A woken
+        pop resumes on the loop's next turn (`on_pop` waits on the event itself)."""
+        await asyncio.sleep(0)
+        await self.flusher.flush()
 
     async def _list_gang_members(self) -> None:
         """Every gang's pods, pending and bound, from the log (upstream's workload
@@ -352,8 +362,12 @@ class QueueService:
                 if extra:
                     await self.flusher.flush()
                 return self._pop_reply([], **extra)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), remaining)
+            # asyncio.timeout, not wait_for: wait_for runs the wait in a task of its own,
+            # which took the woken pop a second turn of the loop, after the write of the
+            # change that woke it had started (_written_with_woken_pops)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await self._wake.wait()
 
     def _pop_reply(self, pods: list[QueuedPodInfo], **rest: Any) -> Packed:
         """{"pods": [QueuedPod, ...], "nominated_version", **rest}, each pod object as
@@ -363,7 +377,7 @@ class QueueService:
 
     async def on_report(self, body: dict[str, Any]) -> dict[str, Any]:
         accepted, failed = self._apply_reports(body)
-        await self.flusher.flush()
+        await self._written_with_woken_pops()  # pods its moves brought back
         return {"accepted": accepted, "failed": failed}
 
     def _apply_reports(self, body: dict[str, Any]) -> tuple[int, list[list[Any]]]:
@@ -511,17 +525,28 @@ class QueueService:
         log.info("restored %d pending pods", len(records), extra={"counts": self.q.counts()})
         return bool(records or meta)
 
-    def _changes(self, pipe: FencedBatch) -> Callable[[], None]:
+    def _changes(self, pipe: FencedBatch) -> Callable[[], None] | None:
+        """None when nothing changed since the last write: a flush that a woken pop's
+        write already covered (_written_with_woken_pops) costs no round trip."""
         dirty = self.q.take_dirty()
+        counters = self._counters()
+        if not dirty and counters == self._counters_written:
+            return None
         self._queue_state(pipe, dirty)
+        before, self._counters_written = self._counters_written, counters
 
         def undo() -> None:
             self.q.dirty |= dirty
+            self._counters_written = before
 
         return undo
 
+    def _counters(self) -> tuple[int, int]:
+        return self.q.scheduling_cycle, self.q.move_request_cycle
+
     def _everything(self, pipe: FencedBatch) -> None:
         self.q.take_dirty()
+        self._counters_written = self._counters()
         self._queue_state(pipe, {key for key, _ in self.q.pending()})
 
     def _queue_state(self, pipe: FencedBatch, changed: set[str]) -> None:

@@ -144,21 +144,25 @@ class Worker:
         pops = Pops(self.rt.nc, POP_WAIT_MS / 1000 + 5, shard)
         while not self.stopping.is_set():
             limit = lane_batch(batch_size(self.per_pod_seconds), LANES, lanes)
+            # The snapshot's Redis read goes out with the pop, not after its reply: the
+            # batch then only takes the feed's changes since (Snapshot.catch_up).
+            refreshing = asyncio.create_task(self._refresh_quietly())
             try:
                 reply = await pops.pop(limit, POP_WAIT_MS)
             except Exception as err:
+                await refreshing
                 log.warning("pop failed: %s", err)
                 await asyncio.sleep(0.5)
                 continue
             picked = time.time()
+            refreshed = await refreshing
             if "nominated_version" in reply:
                 await self._sync_nominated(shard, reply["nominated_version"])
-            if not reply["pods"]:
-                await self._idle_refresh()
-            else:
+            if reply["pods"]:
                 try:
                     stamps = {POPPED: reply.get(POPPED, picked), PICKED: picked}
-                    pops.carry(await self.schedule_batch(reply["pods"], stamps))
+                    batch = await self.schedule_batch(reply["pods"], stamps, refreshed=refreshed)
+                    pops.carry(batch)
                 except Exception:
                     # A batch that fails midway (NATS or Redis busy or away) is not the
                     # end of the worker: the queue hands its pods out again once their
@@ -173,13 +177,15 @@ class Worker:
             except Exception as err:
                 log.warning("reports given up while stopping: %s", err)
 
-    async def _idle_refresh(self) -> None:
-        """Keep the snapshot warm while there is nothing to schedule, so that the next
-        batch does not start by reading every change since (every node, at start)."""
+    async def _refresh_quietly(self) -> bool:
+        """Refresh the snapshot while a pop waits (which also keeps it warm while there
+        is nothing to schedule); False when Redis did not answer."""
         try:
             await self.snapshot.refresh()
         except Exception as err:  # Redis busy or away: the next batch refreshes anyway
-            log.warning("idle refresh failed: %s", err)
+            log.warning("refresh before a pop failed: %s", err)
+            return False
+        return True
 
     async def _sync_all_nominated(self) -> None:
         """Every queue shard's nominated pods, whatever their versions."""
@@ -232,12 +238,13 @@ class Worker:
         raise RuntimeError("the nominated pods kept changing while listed")
 
     async def schedule_batch(
-        self, queued: list[QueuedPod], stamps: Stamps | None = None
+        self, queued: list[QueuedPod], stamps: Stamps | None = None, *, refreshed: bool = False
     ) -> Outcomes:
-        """`stamps`: the batch's stage times so far, carried on to the bindings. The
-        reports, for the queue: they ride on the lane's next pop (`Pops.pop`)."""
+        """`stamps`: the batch's stage times so far, carried on to the bindings;
+        `refreshed`: the snapshot read Redis while the pods were popped. The reports,
+        for the queue: they ride on the lane's next pop (`Pops.pop`)."""
         start = time.perf_counter()
-        await self.snapshot.refresh()
+        await (self.snapshot.catch_up() if refreshed else self.snapshot.refresh())
         freed = self.snapshot.freed
         self.preemption.prune_terminating()
         await self.permit.refresh_pod_groups()

@@ -217,3 +217,39 @@ async def test_a_change_to_another_copy_of_the_node_is_read_from_redis(
     assert snapshot.read == read + 1  # n0 alone
     assert "default/x" in snapshot.nodes["n0"].pods
     assert state(snapshot) == await read_whole(stack)
+
+
+def count_redis_reads(snapshot: Snapshot) -> list[None]:
+    """One entry per Redis read of the snapshot's refreshes, from now on."""
+    reads: list[None] = []
+    script = snapshot._script
+
+    async def counted(**kwargs: Any) -> Any:
+        reads.append(None)
+        return await script(**kwargs)
+
+    snapshot._script = counted  # type: ignore[assignment]
+    return reads
+
+
+async def test_catching_up_takes_the_feed_alone_unless_it_missed_a_change(
+    stack: LocalStack, nc: NATS, redis: aioredis.Redis
+) -> None:
+    """A worker's lane reads Redis while its pop waits; the popped batch then takes only
+    the feed's messages since (Snapshot.catch_up), without a round trip, unless the
+    feed missed one."""
+    snapshot, feed = await warm(nc, redis)
+    reads = count_redis_reads(snapshot)
+    snapshot.receive(await apply(nc, feed, pod_upsert("fed", "n0")))
+    await snapshot.catch_up()
+    assert reads == [] and "default/fed" in snapshot.nodes["n0"].pods
+    assert state(snapshot) == await read_whole(stack)
+    await apply(nc, feed, pod_upsert("lost", "n1"))  # never received
+    snapshot.receive(await apply(nc, feed, pod_upsert("after", "n0")))
+    await snapshot.catch_up()
+    assert len(reads) == 1  # the gap: Redis read
+    assert state(snapshot) == await read_whole(stack)
+    snapshot.receive(await apply(nc, feed, pod_upsert("later", "n1")))
+    await snapshot.catch_up()
+    assert len(reads) == 1  # past the gap, the feed alone again
+    assert state(snapshot) == await read_whole(stack)

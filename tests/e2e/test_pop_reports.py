@@ -3,6 +3,7 @@ NATS as the watcher and a worker would (as the singletons bench does)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,9 +13,11 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 
+from services.queue.podinfo import INFLIGHT
 from services.queue.records import record_of
 from shared import keys
 from shared.runtime.rpc import request, request_all
+from shared.runtime.watermark import read_marker
 from shared.subjects import QUEUE_EVENTS, QUEUE_PENDING, QUEUE_POP
 from shared.tools.devstack import LocalStack, running
 from shared.tools.synthetic import make_pod
@@ -99,3 +102,28 @@ async def test_a_bad_report_is_refused_alone_and_the_pop_still_answered(nc: NATS
     assert [p["key"] for p in reply["pods"]] == [
         "default/d" if pod["key"] == "default/c" else "default/c"
     ]
+
+
+async def test_a_pod_for_a_waiting_pop_is_written_once_with_its_pop(
+    stack: LocalStack, nc: NATS
+) -> None:
+    """The pods the watcher brings to a waiting long poll and that poll's hand-out go to
+    Redis in one write (the pop's reply waited for two, one after the other): each pod
+    still in flight in Redis before its pop is answered."""
+    redis = aioredis.Redis.from_url(stack.redis_url)
+    rounds = 4
+    try:
+        before = (await read_marker(redis, "queue")).writes
+        for n in range(rounds):
+            pop = asyncio.create_task(request(nc, QUEUE_POP, {"max": 1, "wait_ms": 10_000}))
+            await asyncio.sleep(0.3)  # the pop is waiting at the queue
+            await add_pods(nc, [f"w{n}"])
+            popped = await pop
+            assert [p["key"] for p in popped["pods"]] == [f"default/w{n}"]
+            record = record_of(await redis.hget(keys.QUEUE_PODS, f"default/w{n}"))
+            assert record["where"] == INFLIGHT
+        writes = (await read_marker(redis, "queue")).writes - before
+    finally:
+        await redis.aclose()
+    # one write per round; the queue's tick may add one now and then
+    assert writes <= rounds + 1, writes
