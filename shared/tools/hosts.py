@@ -54,6 +54,10 @@ PLACEMENT: dict[int, tuple[str, ...]] = {
     3: ("queue", "cache", "worker", "binder"),
 }
 READY_TIMEOUT = 60.0
+# Of the three Redis servers, the primary writes only with one replica at most this many
+# seconds behind: one host lost leaves it that replica, a host cut off leaves its old
+# primary none. (With two Redis servers this would stop every write when one is lost.)
+MIN_REPLICAS_TO_WRITE, MIN_REPLICAS_MAX_LAG = 1, 3
 
 
 @dataclass
@@ -164,6 +168,7 @@ class Hosts:
         for host in self.net.hosts:
             self.start_servers(host, PRIMARY_HOST)
         self.nats_cluster().wait_healthy(READY_TIMEOUT)
+        self._wait_replicas(PRIMARY_HOST)  # the primary takes no write before (above)
         for host in self.net.hosts:
             self.start_services(host)
         self.wait_ready()
@@ -190,12 +195,18 @@ class Hosts:
 
     def _redis_args(self, host: int, home: Path, primary: int | None) -> list[str]:
         """A replica of `primary`, or the primary itself (no persistence: what Redis
-        holds is derived from the log, DESIGN.md)."""
+        holds is derived from the log, DESIGN.md). Whichever is primary takes writes only
+        while a replica follows it closely (`min-replicas-*`): a primary cut off with
+        its host keeps taking its own host's writes otherwise, until Sentinel turns it
+        into a replica after the heal, and those writes (a deposed queue shard leader's,
+        acknowledged to a watcher) vanish with the resync (docs/reliability.md)."""
         redis_server, _ = find_redis_server()
         args = [
             redis_server, "--port", str(REDIS_PORT), "--bind", self.net.address(host),
             "--protected-mode", "no", "--dir", str(home), "--save", "", "--appendonly", "no",
             "--replica-announce-ip", self.net.address(host),
+            "--min-replicas-to-write", str(MIN_REPLICAS_TO_WRITE),
+            "--min-replicas-max-lag", str(MIN_REPLICAS_MAX_LAG),
         ]  # fmt: skip
         if primary not in (None, host):
             args += ["--replicaof", self.net.address(primary), str(REDIS_PORT)]
@@ -324,6 +335,15 @@ class Hosts:
             return False
         info = self._redis_info(primary)
         return f"connected_slaves:{len(self.servers) - 1}" in info
+
+    def _wait_replicas(self, primary: int, timeout: float = READY_TIMEOUT) -> None:
+        """Until every other host's Redis follows `primary`."""
+        deadline = time.monotonic() + timeout
+        want = f"connected_slaves:{len(self.net.hosts) - 1}"
+        while want not in self._redis_info(primary):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Redis replicas not following h{primary}")
+            time.sleep(0.2)
 
     def _redis_info(self, host: int) -> str:
         with contextlib.suppress(RuntimeError):
