@@ -53,20 +53,6 @@ async def held_by_shard(redis: aioredis.Redis, shards: int) -> dict[int, set[str
     return held
 
 
-async def leaders_elected(stack: LocalStack, shards: int, timeout: float) -> bool:
-    """Whether every queue shard of `shards` has a leader within `timeout` s."""
-
-    def elected() -> bool:
-        return all(stack.leader("queue", s if shards > 1 else None) for s in range(shards))
-
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await asyncio.to_thread(elected):
-        if asyncio.get_running_loop().time() > deadline:
-            return False
-        await asyncio.sleep(0.5)
-    return True
-
-
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize(
     ("counts", "how"),
@@ -111,7 +97,8 @@ async def test_a_new_shard_count_binds_every_pod_once(
                 await asyncio.to_thread(stack.start_services)
                 await asyncio.to_thread(stack.wait_ready, 60)
                 # after a kill, the old leaders' leases run out first (kube's 15 s)
-                assert await leaders_elected(stack, shards, timeout=60)
+                leaders = await asyncio.to_thread(stack.wait_shard_leaders, "queue", 60)
+                assert all(leaders), leaders
                 await holds_each_pending_pod_once(redis, shards, published, tracker)
 
             await publish_node(js, big)
