@@ -343,6 +343,26 @@ class SchedulingQueue(LapsedAttempts):
             popped.append(qpi)
         return popped
 
+    def unpop(self, attempts: list[tuple[str, int]]) -> int:
+        """The pods of a pop whose reply never went out (writing their in-flight state
+        failed), as (key, cycle): back to activeQ as they were before it, keeping their
+        turn, so the next pop hands them out. Kept in flight, they would wait for their
+        attempt's lease to lapse although no worker ever saw them. A pod deleted,
+        updated or taken back meanwhile is left as it is. Returns how many went back."""
+        back = 0
+        for key, cycle in attempts:
+            qpi = self._pods.get(key)
+            if qpi is None or qpi.where != INFLIGHT or qpi.cycle != cycle:
+                continue
+            qpi.attempts = max(0, qpi.attempts - 1)
+            if qpi.attempts == 0:
+                qpi.initial_attempt_timestamp = None
+            qpi.lease_deadline = 0.0
+            self._moves.inflight.done(key)
+            self._place(qpi, ACTIVE)
+            back += 1
+        return back
+
     def assumed(self, key: str, cycle: int) -> bool:
         """The pod popped in `cycle` was assumed and handed to a binder."""
         qpi = self._pods.get(key)

@@ -355,7 +355,7 @@ class QueueService:
             popped = self.q.pop(limit, ReplyBudget(body_limit(self.rt.nc.max_payload)).fits)
             if popped:
                 at = time.time()
-                await self.flusher.flush()
+                await self._written_or_unpopped([(p.key, p.cycle) for p in popped])
                 return self._pop_reply(popped, popped=at, **extra)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.stopping.is_set():
@@ -368,6 +368,18 @@ class QueueService:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(remaining):
                     await self._wake.wait()
+
+    async def _written_or_unpopped(self, attempts: list[tuple[str, int]]) -> None:
+        """Write a pop's pods as in flight before its reply; when the write fails (Redis
+        failing over), no reply goes out, so the pods go back to activeQ for the next
+        pop, not held until their attempts' lease lapses (15 s by default)."""
+        try:
+            await self.flusher.flush()
+        except BaseException:
+            back = self.q.unpop(attempts)
+            log.warning("pop not written, %d pods back to activeQ", back)
+            self._notify()
+            raise
 
     def _pop_reply(self, pods: list[QueuedPodInfo], **rest: Any) -> Packed:
         """{"pods": [QueuedPod, ...], "nominated_version", **rest}, each pod object as

@@ -749,3 +749,36 @@ def test_many_pods_pop_in_order_and_heaps_stay_compact(clock: FakeClock) -> None
     assert order == sorted(order)
     assert [p.cycle for p in popped] == list(range(1, live + 1))
     assert q.counts()["inflight"] == live
+
+
+def test_a_pop_whose_reply_never_went_out_goes_back_to_active_keeping_its_turn(
+    q: SchedulingQueue, clock: FakeClock
+) -> None:
+    ka, kb = add(q, "a"), add(q, "b", priority=5)
+    clock.advance(1)
+    kc = add(q, "c")  # after a: a's turn comes first
+    popped = q.pop(2)
+    assert [p.key for p in popped] == [kb, ka]
+    attempts = [(p.key, p.cycle) for p in popped]
+    q.dirty.clear()
+    assert q.unpop(attempts) == 2
+    assert [q.get(k).where for k in (ka, kb)] == ["active", "active"]  # type: ignore[union-attr]
+    assert q.dirty == {ka, kb}  # written back as pending
+    assert [q.get(k).attempts for k in (ka, kb)] == [0, 0]  # type: ignore[union-attr]
+    assert [p.key for p in q.pop(3)] == [kb, ka, kc]  # their turn kept, before c
+    assert q.expire_leases() == []
+
+
+def test_unpop_leaves_alone_what_changed_meanwhile(q: SchedulingQueue, clock: FakeClock) -> None:
+    ka, kb = add(q, "a"), add(q, "b")
+    (pa, pb) = q.pop(2)
+    attempts = [(pa.key, pa.cycle), (pb.key, pb.cycle)]
+    assert q.assumed(kb, pb.cycle)  # a report of this attempt came first
+    q.delete(ka)
+    assert q.unpop(attempts) == 0
+    assert q.get(ka) is None
+    assert pb.where == "binding"
+    kc = add(q, "c")
+    (pc,) = q.pop(1)
+    assert q.unpop([(kc, pc.cycle - 1)]) == 0  # an older attempt's
+    assert pc.where == "inflight"
