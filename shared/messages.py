@@ -75,6 +75,9 @@ class CacheEvent(TypedDict, total=False):
 class PopRequest(TypedDict):
     max: int
     wait_ms: int
+    # how long the worker waits for the reply: a pop written later than that is put
+    # back instead of answered (nobody would take its pods)
+    timeout_ms: NotRequired[int]
 
 
 class QueuedPod(TypedDict):

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -90,6 +91,8 @@ UNSCHEDULABLE_FLUSH_SECONDS = 30.0
 TICK_SECONDS = 0.1
 MAX_POP = 1000
 MAX_POP_WAIT_MS = 30_000
+# a pop written later than its worker's timeout less this is put back, not answered
+POP_REPLY_MARGIN = 1.0
 
 
 def queue_settings(rt: Runtime) -> dict[str, float]:
@@ -346,7 +349,9 @@ class QueueService:
         again with its next pop (applying a report twice changes nothing)."""
         limit = max(1, min(int(body.get("max", 1)), MAX_POP))
         wait = max(0, min(int(body.get("wait_ms", 0)), MAX_POP_WAIT_MS)) / 1000
-        deadline = time.monotonic() + wait
+        received = time.monotonic()
+        deadline = received + wait
+        given_up = _given_up_at(received, body.get("timeout_ms"))
         extra: dict[str, Any] = {}  # the reports' answer, when the pop carries them
         if "reports" in body:
             accepted, failed = self._apply_reports(body)
@@ -355,7 +360,10 @@ class QueueService:
             popped = self.q.pop(limit, ReplyBudget(body_limit(self.rt.nc.max_payload)).fits)
             if popped:
                 at = time.time()
-                await self._written_or_unpopped([(p.key, p.cycle) for p in popped])
+                attempts = [(p.key, p.cycle) for p in popped]
+                await self._written_or_unpopped(attempts)
+                if time.monotonic() > given_up:
+                    self._unpop_late(attempts)
                 return self._pop_reply(popped, popped=at, **extra)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.stopping.is_set():
@@ -380,6 +388,16 @@ class QueueService:
             log.warning("pop not written, %d pods back to activeQ", back)
             self._notify()
             raise
+
+    def _unpop_late(self, attempts: list[tuple[str, int]]) -> None:
+        """A pop written only after its worker stopped waiting for the reply (Redis slow
+        or failing over): nobody would take its pods, so they go back to activeQ rather
+        than wait in flight for their attempts' lease; raises, so no reply goes out. The
+        worker sends the reports it carried again."""
+        back = self.q.unpop(attempts)
+        log.warning("pop written after its worker gave up, %d pods back to activeQ", back)
+        self._notify()  # written as pending by the next flush
+        raise TimeoutError("pop written after its worker gave up waiting")
 
     def _pop_reply(self, pods: list[QueuedPodInfo], **rest: Any) -> Packed:
         """{"pods": [QueuedPod, ...], "nominated_version", **rest}, each pod object as
@@ -621,3 +639,13 @@ def _wire(p: QueuedPodInfo) -> dict[str, Any]:
     if p.victims and p.nominated_node:
         wired["victims"] = p.victims
     return wired
+
+
+def _given_up_at(received: float, timeout_ms: Any) -> float:
+    """When the worker whose pop arrived at `received` (monotonic) stops waiting for the
+    reply, less a margin for the reply's way back; never, for a pop that does not say.
+    Measured from the handler's start, not a wall clock sent along: a host whose clock
+    is ahead would otherwise put back every pop."""
+    if not isinstance(timeout_ms, int) or timeout_ms <= 0:
+        return math.inf
+    return received + max(0.0, timeout_ms / 1000 - POP_REPLY_MARGIN)

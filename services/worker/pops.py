@@ -72,7 +72,11 @@ class Pops:
     async def pop(self, limit: int, wait_ms: int) -> Any:
         """The queue's reply to a pop of up to `limit` pods; raises (the reports kept
         for the next pop) when the queue did not answer."""
-        head: dict[str, Any] = {"max": limit, "wait_ms": wait_ms}
+        head: dict[str, Any] = {
+            "max": limit,
+            "wait_ms": wait_ms,
+            "timeout_ms": int(self.timeout * 1000),
+        }
         subject = self.shard.subject(QUEUE_POP)
         outcomes = self.unreported
         if outcomes.reports:

@@ -4,10 +4,13 @@ HA compose shape: the pods popped as the Redis primary died waited the full 15 s
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import nats.errors
 import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
@@ -54,3 +57,23 @@ async def test_a_pop_not_written_hands_its_pods_to_the_next_pop(
     finally:
         await redis.config_set("min-replicas-to-write", 0)
         await redis.aclose()
+
+
+async def test_a_pop_written_after_its_worker_gave_up_is_put_back(
+    stack: LocalStack, nc: NATS
+) -> None:
+    await add_pods(nc, ["a", "b"])
+    assert stack.redis is not None
+    redis_proc = stack.redis.proc
+    redis_proc.send_signal(signal.SIGSTOP)  # the queue's write waits, unanswered
+    try:
+        with pytest.raises(nats.errors.TimeoutError):
+            # the worker's own timeout, said in the pop: it stops waiting after 1.5 s
+            await request(nc, QUEUE_POP, {"max": 2, "wait_ms": 0, "timeout_ms": 1500}, 1.5)
+        await asyncio.sleep(1.0)  # the write still waits past that
+    finally:
+        redis_proc.send_signal(signal.SIGCONT)  # now it lands, after the worker gave up
+    again = await request(nc, QUEUE_POP, {"max": 2, "wait_ms": 5000}, 10)
+    assert sorted(p["key"] for p in again["pods"]) == ["default/a", "default/b"]
+    log = "".join(s.log_path.read_text() for s in stack.services if s.name == "queue")
+    assert "pop written after its worker gave up, 2 pods back to activeQ" in log
