@@ -26,7 +26,7 @@ from shared.api.priority import PriorityClasses, admit_event
 from shared.framework.events import EVENT_ASSIGNED_POD_DELETE
 from shared.messages import CacheEvent, QueueEvent
 from shared.routing import Informer, immutable_node_name, move, route, stamped
-from shared.runtime import metrics, progress
+from shared.runtime import metrics
 from shared.runtime.consume import Deliveries, consume_batches, stream_sequence
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request_packed
@@ -80,10 +80,6 @@ class Watcher:
         self.warnings = metrics.WATCH_EVENT_WARNINGS.counter(rt.registry)
         self.deliveries = Deliveries()  # to notice deliveries lost with a NATS server
         self._leave = asyncio.Event()  # ends the current consume round
-        # The last batch's queue part and ack, in flight beside the next batch (_handle)
-        self._queue_part: asyncio.Task[None] | None = None
-        # The last batch's cache message when it carried only its end (_to_cache)
-        self._marking: asyncio.Task[list[dict[str, Any]]] | None = None
 
     async def run(self) -> None:
         durable = await retry_forever(
@@ -121,10 +117,7 @@ class Watcher:
             return
         psub = await self.rt.js.pull_subscribe_bind(durable, stream=CLUSTER_STREAM)
         await self.rt.start_serving()
-        try:
-            await consume_batches(psub, self.handle_batch, self._leave, batch=BATCH)
-        finally:
-            await self._drain()
+        await consume_batches(psub, self.handle_batch, self._leave, batch=BATCH)
 
     async def handle_batch(self, msgs: list[Msg]) -> None:
         msgs, skipped = self.deliveries.take(msgs)
@@ -146,29 +139,9 @@ class Watcher:
 
     async def _handle(self, msgs: list[Msg], own: list[Msg] | None = None) -> None:
         """`own`: the messages of `msgs` this shard handles (None: all); the batch is
-        acked through the last of `msgs` once they are delivered.
-
-        Returns once the batch's cache part is delivered and the batch before it is
-        done: its queue part and ack then run beside the next batch's fetch, decoding
-        and cache part (`_queue_part`), so a pod that arrives meanwhile no longer waits
-        for the queue's reply to the batch before. Each receiver still gets the batches
-        in stream order, a batch's cache part before its queue part, and the acks go in
-        order (a batch's queue part starts after the one before it ended)."""
+        acked through the last of `msgs` once they are delivered."""
         own = msgs if own is None else own
         watched = time.time()
-        out = await self._routed(own)
-        through = stream_sequence(msgs[-1])
-        failed: dict[int, str] = {}
-        before = self._queue_part  # the batch before's, drained if this one fails here
-        marking = await self._to_cache(out, through, failed)
-        self._queue_part = asyncio.create_task(
-            self._finish(before, out, through, watched, marking, failed, own, msgs[-1])
-        )
-        if before is not None:
-            await before  # at most one batch's queue part in flight beside the next batch
-
-    async def _routed(self, own: list[Msg]) -> Outbound:
-        """The batch decoded and routed; an event refused at the door is reported."""
         limit = body_limit(self.rt.nc.max_payload)
         out = Outbound(limit, self.rt.settings.shards)
         counted: Counter[tuple[str, str]] = Counter()
@@ -183,34 +156,10 @@ class Watcher:
                 await self._reject(msg, str(err))
         for (kind, etype), count in counted.items():  # one increment per batch and label
             self._events_counter(kind, etype).inc(count)
-        return out
-
-    async def _finish(
-        self,
-        before: asyncio.Task[None] | None,
-        out: Outbound,
-        through: int,
-        watched: float,
-        marking: asyncio.Task[list[dict[str, Any]]] | None,
-        failed: dict[int, str],
-        own: list[Msg],
-        last: Msg,
-    ) -> None:
-        """After the batch before it: the batch's queue part, its refusals, its ack."""
-        if before is not None:
-            await before  # its failure leaves this batch unacked too
-        with progress.current().work("delivering a batch to the queue"):
-            await self._to_queues(out, through, watched, marking, failed)
-            for index, reason in sorted(failed.items()):
-                await self._reject(own[index], f"not applied: {reason}")
-            await retry_forever("ack", last.ack)
-
-    async def _drain(self) -> None:
-        """The last batch's queue part and ack, before the consumer is left (a rewind
-        starts past the last batch handed over, which must then be acked)."""
-        last, self._queue_part = self._queue_part, None
-        if last is not None:
-            await last
+        failed = await self._deliver(out, stream_sequence(msgs[-1]), watched)
+        for index, reason in sorted(failed.items()):
+            await self._reject(own[index], f"not applied: {reason}")
+        await retry_forever("ack", msgs[-1].ack)
 
     def _decode_and_route(
         self, msg: Msg, limit: int, counted: Counter[tuple[str, str]]
@@ -294,54 +243,36 @@ class Watcher:
         await retry_forever("publish error", publish)
         await retry_forever("undo the refused event", undo)
 
-    async def _to_cache(
-        self, out: Outbound, through: int, failed: dict[int, str]
-    ) -> asyncio.Task[list[dict[str, Any]]] | None:
-        """The batch's cache part, retried until accepted (the events a receiver could
-        not apply go to `failed`, by index, with the reason); the cache also hears that
-        the batch ends at stream sequence `through`. A batch with nothing for the cache
-        sends only that, beside its queue part (the task returned)."""
-        if self._marking is not None:  # the batch before's, still in flight: in order
-            await self._marking
-            self._marking = None
-        cache = self._send(
-            CACHE_EVENTS, out.cache_chunks(self._head(), through), out.cache_from, failed
-        )
+    async def _deliver(self, out: Outbound, through: int, watched: float) -> dict[int, str]:
+        """Hand the batch to cache, then queue, each message retried until accepted;
+        returns the events a receiver could not apply (by index), with the reason.
+        Each also hears that the batch ends at stream sequence `through`."""
+        head: dict[str, Any] = {"epoch": self.rt.epoch}
+        if self.shard.sharded:  # whose epoch and `through` (shared/sharding.py lanes)
+            head["shard"] = self.shard.shard
+        failed: dict[int, str] = {}
+        cache = self._send(CACHE_EVENTS, out.cache_chunks(head, through), out.cache_from, failed)
+        marking: asyncio.Task[list[dict[str, Any]]] | None = None
         if not out.cache:  # only the sequence: beside the queue's items, not before them
-            self._marking = asyncio.create_task(cache)
-            return self._marking
-        # Cache first: a pod that leaves the queue as bound should already count on its
-        # node.
-        replies = await cache
-        if sum(r.get("freed", 0) for r in replies) > out.assigned_pod_deletes:
-            # An assumed pod was deleted and freed room (kube's handleAssumedPodDeletion);
-            # its DELETED event did not say where, so the hints see no object.
-            out.add(-1, [move(EVENT_ASSIGNED_POD_DELETE)], [])
-        return None
-
-    async def _to_queues(
-        self,
-        out: Outbound,
-        through: int,
-        watched: float,
-        marking: asyncio.Task[list[dict[str, Any]]] | None,
-        failed: dict[int, str],
-    ) -> None:
-        """The batch's queue part to every queue shard, retried until accepted."""
+            marking = asyncio.create_task(cache)
+        else:
+            # Cache first: a pod that leaves the queue as bound should already count on
+            # its node.
+            replies = await cache
+            if sum(r.get("freed", 0) for r in replies) > out.assigned_pod_deletes:
+                # An assumed pod was deleted and freed room (kube's
+                # handleAssumedPodDeletion); its DELETED event did not say where, so the
+                # hints see no object.
+                out.add(-1, [move(EVENT_ASSIGNED_POD_DELETE)], [])
         # The pods' stage times go to the queue only (the cache's chunks are already packed).
-        to_queue = {**self._head(), "stamps": {WATCHED: watched, ROUTED: time.time()}}
+        to_queue = {**head, "stamps": {WATCHED: watched, ROUTED: time.time()}}
         await asyncio.gather(
             *(self._to_queue_shard(q, out, to_queue, through, failed) for q in self.queue_shards)
         )
         if marking is not None:
             await marking
         failed.pop(-1, None)
-
-    def _head(self) -> dict[str, Any]:
-        head: dict[str, Any] = {"epoch": self.rt.epoch}
-        if self.shard.sharded:  # whose epoch and `through` (shared/sharding.py lanes)
-            head["shard"] = self.shard.shard
-        return head
+        return failed
 
     async def _to_queue_shard(
         self,
