@@ -53,6 +53,12 @@ BATCH = 1000
 # the rebind after such a cut (docs/reliability.md, third pass). A receiver that is only
 # slow (a burst) gets longer each time, so a chunk is sent at most twice more for it.
 DELIVERY_TIMEOUTS = (3.0, 6.0, 10.0)
+# The longest pause between a delivery's tries. Most failures are answered at once:
+# "no responders" while a new queue or cache leader takes over and does not serve yet.
+# retry_forever's 2 s pause made the watcher find it serving up to 2 s late, the last
+# seconds before pods bound again after a host was killed (docs/reliability.md, "A
+# killed host, looked at again"); a try costs the servers one small message.
+DELIVERY_RETRY_PAUSE = 0.25
 
 
 def delivery_timeout(tries: int) -> float:
@@ -303,7 +309,9 @@ class Watcher:
                 reply = await request_packed(self.rt.nc, subject, data, timeout=timeout)
 
             # stopping: the batch stays unacked, and the successor delivers it
-            await retry_forever(f"deliver to {subject}", send, until=self.stopping)
+            await retry_forever(
+                f"deliver to {subject}", send, max_delay=DELIVERY_RETRY_PAUSE, until=self.stopping
+            )
             for index, reason in reply.get("failed", []):
                 failed.setdefault(sources[offset + index], reason)
             offset += chunk.items

@@ -29,7 +29,8 @@ revision moved (outraced).
   past the renew deadline for as long as it keeps asking, each unanswered ask made
   while current keeping it current for a renew deadline more; a standby that met the
   silence too gives the holder the margin between renew deadline and lease duration
-  to renew once the store answers again. Nobody can be handed a new term while the
+  to renew once the store answers again, whether the record it reads then is the one
+  it saw before or a renewal that landed meanwhile. Nobody can be handed a new term while the
   store has no leader; a holder that is only cut off from a store that answers others
   may overlap its successor, whose writes fencing keeps apart (docs/reliability.md,
   "A silent lease store").
@@ -213,13 +214,19 @@ class Lease:
         this candidate writes the lease now: a leader renews what is still its own, a
         standby takes over a lease that is free, released, or unchanged for a lease
         duration."""
-        if revision != self.revision:
-            self.revision, self.observed_at = revision, now
-        elif self._met_silence:
+        if self._met_silence:
             # The holder may have been asking the silent store as we were, unable to
-            # renew: it gets the renew deadline's margin to do so from now on.
-            grace = self.config.lease_duration - self.config.renew_deadline
-            self.observed_at = max(self.observed_at, now - self.config.lease_duration + grace)
+            # renew: it gets the renew deadline's margin to do so from now on. So does a
+            # revision first seen now: it landed at some point before or during the
+            # silence (a renewal sent just before the store's leader died, after our
+            # last read), and counting a whole lease duration from now made a killed
+            # host's standbys wait 3 s more after the store came back (chaos-hosts).
+            since = now - self.config.renew_deadline
+            seen = self.observed_at if revision == self.revision else since
+            self.observed_at = max(seen, since)
+        elif revision != self.revision:
+            self.observed_at = now
+        self.revision = revision
         self._met_silence = False
         self.record = record
         self.holder = record.holder if record is not None else ""

@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from shared.config import ConfigError, SchedulerConfiguration, load_config
 from shared.runtime import metrics, progress
+from shared.runtime.askagain import AskingAgain
 from shared.runtime.connections import connect_nats, connect_redis, ensure_streams, reached_first
 from shared.runtime.discovery import StatsData, register
 from shared.runtime.elector import LeaderElector, LeaseClients
@@ -40,6 +41,9 @@ DRAIN_SECONDS = 2.0
 # a stream elects its leader, or through a server that then died, is never answered,
 # and waiting the services' 10 s on it was most of a takeover after a host was lost.
 TAKEOVER_REQUEST_TIMEOUT = 3.0
+# Within that, its reads are asked again this often (runtime/askagain.py): a read sent
+# while a stream elects its leader is never answered, even once the election is over.
+TAKEOVER_ASK_AGAIN = 0.5
 
 
 class Runtime:
@@ -51,7 +55,8 @@ class Runtime:
         self.registry = CollectorRegistry()
         self.nc: NATS = NATS()
         self.js: JetStreamContext
-        self.takeover_js: JetStreamContext  # the same, with TAKEOVER_REQUEST_TIMEOUT
+        # the same, with TAKEOVER_REQUEST_TIMEOUT, its reads asked again (askagain.py)
+        self.takeover_js: JetStreamContext
         self.redis: aioredis.Redis = connect_redis(settings.redis_url, settings.credentials)
         # Set by the service's logic once it listens (subscriptions, consumers): before
         # that, a request to it would find no responder, so /readyz says not ready.
@@ -93,7 +98,9 @@ class Runtime:
             self.settings.nats_urls, f"ksched-{self.settings.service}", self.settings.credentials
         )
         self.js = self.nc.jetstream(timeout=10)
-        self.takeover_js = self.nc.jetstream(timeout=TAKEOVER_REQUEST_TIMEOUT)
+        self.takeover_js = AskingAgain(
+            self.nc, timeout=TAKEOVER_REQUEST_TIMEOUT, again=TAKEOVER_ASK_AGAIN
+        )
         replicas = self.settings.stream_replicas
         # With the takeover's short timeout too: a service restarted while the server it
         # reached is cut off (or a stream elects its leader) asked again only after the

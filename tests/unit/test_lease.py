@@ -356,6 +356,26 @@ def test_a_standby_that_met_the_silence_gives_the_holder_time_to_renew() -> None
     assert hasty.read(15, held(), 5)
 
 
+def test_a_renewal_first_seen_after_the_silence_leaves_the_holder_the_same_margin() -> None:
+    """The holder's last renewal landed after the standby's last read (sent just before
+    the store's leader died): read once the store answers, it is a revision the standby
+    never saw, and it landed at some point before or during the silence. The holder gets
+    the same margin as for the record seen before, not a whole lease duration from now."""
+    standby = Lease(CONFIG, "me")
+    assert not standby.read(0, held(), 5)
+    standby.failed(8, unanswered_since=6)  # the store electing its leader
+    renewed = replace(held(), renew_count=4)
+    assert not standby.read(15, renewed, 6)  # the revision is new: the holder may renew
+    assert not standby.read(19.9, renewed, 6)
+    assert standby.read(20, renewed, 6)  # it did not within 5 s: not 30 s after the first
+
+    unsilenced = Lease(CONFIG, "me")
+    assert not unsilenced.read(0, held(), 5)
+    assert not unsilenced.read(15, renewed, 6)  # a new revision without silence
+    assert not unsilenced.read(29.9, renewed, 6)  # counts a whole lease duration
+    assert unsilenced.read(30, renewed, 6)
+
+
 def test_the_holder_renews_before_a_standby_that_met_the_silence_takes_over() -> None:
     """However the store's silence ends: the holder asks again every half retry period
     (runtime/elector.py) and so renews within the standby's margin."""
