@@ -2,11 +2,12 @@
 
 The cache stamps each changed NodeInfo with a new generation; a refresh reads
 only the nodes whose generation moved since the last one (the seeds'
-headNode/generation idea), in one Redis round trip. Generations count within one
-incarnation of the cache's state (runtime/watermark.py): when the incarnation
-changes (a new leader, a state rebuilt after Redis lost it), the refresh reads
-every node instead, and drops those the new state does not have. While Redis holds
-no cache state at all, the snapshot stays as it is.
+headNode/generation idea), in one Redis round trip, or a page of `REFRESH_PAGE` nodes
+per round trip when more changed (a worker's first refresh: `_Pages`). Generations
+count within one incarnation of the cache's state (runtime/watermark.py): when the
+incarnation changes (a new leader, a state rebuilt after Redis lost it), the refresh
+reads every node instead, and drops those the new state does not have. While Redis
+holds no cache state at all, the snapshot stays as it is.
 
 Most changes come without reading Redis: the cache publishes each write's node
 changes once it landed (services/cache/feed.py), the worker hands them to `receive`,
@@ -83,16 +84,17 @@ class _Pages:
         self._since = generation
         self._held = incarnation
         self._stale = stale
-        self._cursor: list[Any] = ["", 0, 0]
+        # Where the next page starts (snapshot_delta.lua): a generation, how many of its
+        # nodes were read, how many it had then; "": after `generation`.
+        self._cursor: tuple[str, int, int] = ("", 0, 0)
         self.incarnation = 0  # the first page's
         self.generation = 0
         self.changed: dict[str, bytes | str | None] = {}
         self.done = False
 
     def args(self) -> list[Any]:
-        page = REFRESH_PAGE
-        names = self._stale[:page]
-        return [self._since, self._held, page, *self._cursor, *names]
+        names = self._stale[:REFRESH_PAGE]  # they count in the page
+        return [self._since, self._held, REFRESH_PAGE, *self._cursor, *names]
 
     def take(self, flat: list[Any]) -> bool:
         """Take one call's answer; False when its incarnation is not the first page's."""
@@ -113,7 +115,7 @@ class _Pages:
         del self._stale[:names]
         self.done = flat[2] is None and not self._stale
         if flat[2] is not None:
-            self._cursor = [_text(flat[2]), int(flat[3]), int(flat[4])]
+            self._cursor = (_text(flat[2]), int(flat[3]), int(flat[4]))
         return True
 
 
