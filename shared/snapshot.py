@@ -2,11 +2,12 @@
 
 The cache stamps each changed NodeInfo with a new generation; a refresh reads
 only the nodes whose generation moved since the last one (the seeds'
-headNode/generation idea), in one Redis round trip. Generations count within one
-incarnation of the cache's state (runtime/watermark.py): when the incarnation
-changes (a new leader, a state rebuilt after Redis lost it), the refresh reads
-every node instead, and drops those the new state does not have. While Redis holds
-no cache state at all, the snapshot stays as it is.
+headNode/generation idea), in one Redis round trip, or a page of `REFRESH_PAGE` nodes
+per round trip when more changed (a worker's first refresh: `_Pages`). Generations
+count within one incarnation of the cache's state (runtime/watermark.py): when the
+incarnation changes (a new leader, a state rebuilt after Redis lost it), the refresh
+reads every node instead, and drops those the new state does not have. While Redis
+holds no cache state at all, the snapshot stays as it is.
 
 Most changes come without reading Redis: the cache publishes each write's node
 changes once it landed (services/cache/feed.py), the worker hands them to `receive`,
@@ -61,6 +62,65 @@ class _Pending:
 
 
 _DELTA_LUA = files("shared.lua").joinpath("snapshot_delta.lua").read_text()
+_DELTA_KEYS = [
+    keys.CACHE_GENERATIONS,
+    keys.CACHE_NODEINFO,
+    keys.state_key("cache"),
+    keys.CACHE_GENERATION,
+]
+# Nodes one call of snapshot_delta reads at most: the script holds Redis (every other
+# client waits) while it runs, and a first refresh at 100 000 nodes in one call held it
+# past its busy-script limit (docs/scale.md §1). A refresh reading fewer (the steady
+# state: a few changed nodes) is one call.
+REFRESH_PAGE = 2000
+
+
+class _Pages:
+    """One paged read of snapshot_delta: the arguments of the next call, and what the
+    calls so far brought. A node read again (it changed while paging: a later page
+    finds it past the cursor) keeps the later record."""
+
+    def __init__(self, generation: int, incarnation: int, stale: list[str]) -> None:
+        self._since = generation
+        self._held = incarnation
+        self._stale = stale
+        # Where the next page starts (snapshot_delta.lua): a generation, how many of its
+        # nodes were read, how many it had then; "": after `generation`.
+        self._cursor: tuple[str, int, int] = ("", 0, 0)
+        self.incarnation = 0  # the first page's
+        self.generation = 0
+        self.changed: dict[str, bytes | str | None] = {}
+        self.done = False
+
+    def args(self) -> list[Any]:
+        names = self._stale[:REFRESH_PAGE]  # they count in the page
+        return [self._since, self._held, REFRESH_PAGE, *self._cursor, *names]
+
+    def take(self, flat: list[Any]) -> bool:
+        """Take one call's answer; False when its incarnation is not the first page's."""
+        incarnation = int(flat[0])
+        if self.incarnation and incarnation != self.incarnation:
+            return False
+        if incarnation != self._held:
+            self._stale = []  # every node is read anyway
+        self.incarnation = incarnation
+        self.generation = max(self.generation, int(flat[1] or 0))
+        names = 0
+        for i in range(5, len(flat), 3):
+            self.changed[_text(flat[i])] = flat[i + 2]
+            if flat[i + 1] is None:
+                names += 1
+            else:
+                self.generation = max(self.generation, int(float(flat[i + 1])))
+        del self._stale[:names]
+        self.done = flat[2] is None and not self._stale
+        if flat[2] is not None:
+            self._cursor = (_text(flat[2]), int(flat[3]), int(flat[4]))
+        return True
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 class Snapshot:
@@ -129,32 +189,39 @@ class Snapshot:
             # arrives by the feed a moment later, and is dropped there.
             await asyncio.sleep(0)
             fed = self.apply_feed()
-            flat = await self._script(
-                keys=[
-                    keys.CACHE_GENERATIONS,
-                    keys.CACHE_NODEINFO,
-                    keys.state_key("cache"),
-                    keys.CACHE_GENERATION,
-                ],
-                args=[self.generation, self.incarnation, *sorted(self._stale)],
-            )
-            incarnation = int(flat[0] or 0)
-            if not incarnation:
+            read = await self._read_changes()
+            if read is None:
                 return fed  # Redis lost the cache's state; it is being written again
+            incarnation, generation, changed = read
             self._gap = False
-            changed = []
-            generations = [self.generation, int(flat[1] or 0)]
-            for i in range(2, len(flat), 3):
-                changed.append((flat[i].decode(), flat[i + 2]))
-                generations.append(int(float(flat[i + 1] or 0)))
             if incarnation != self.incarnation:
                 self._start_over(incarnation, changed)
-                generations[0] = 0
-            self.generation = max(generations)
+                self.generation = 0
+            self.generation = max(self.generation, generation)
             self._stale.clear()
             self.read += len(changed)
             self._apply(self._decode_all(changed))
             return fed + len(changed)
+
+    async def _read_changes(
+        self,
+    ) -> tuple[int, int, list[tuple[str, bytes | str | None]]] | None:
+        """Every node changed since the generation held (every node, in another
+        incarnation) and the nodes asked for by name, read a page at a time: the
+        incarnation, the generation through which they hold every change, and the
+        nodes (None: Redis holds no cache state). The first page decides the
+        incarnation; when a later page finds another, the state was rewritten in
+        between, and the read starts over."""
+        while True:
+            pages = _Pages(self.generation, self.incarnation, sorted(self._stale))
+            while not pages.done:
+                flat = await self._script(keys=_DELTA_KEYS, args=pages.args())
+                if not flat[0]:
+                    return None
+                if not pages.take(flat):
+                    break  # another incarnation meanwhile
+            else:
+                return pages.incarnation, pages.generation, list(pages.changed.items())
 
     async def catch_up(self) -> int:
         """`refresh` without its Redis read when the feed brought every change it has

@@ -15,12 +15,15 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
+import shared.snapshot
 from services.queue.fence import Lapsed, Outcome, fence
 from shared import keys
+from shared.framework.types import NodeInfo
 from shared.relist import read_in_flight, read_latest
 from shared.runtime.connections import ensure_streams
 from shared.runtime.publish import write_pod
 from shared.runtime.watermark import state_at_takeover
+from shared.snapshot import Snapshot
 from shared.subjects import (
     BIND_SUBJECT,
     CACHE_ASSUME,
@@ -35,6 +38,7 @@ from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import SERVICES, LocalStack
 from shared.tools.servers import Server, start_nats, start_redis
 from shared.tools.synthetic import make_node, make_pod
+from shared.wire import pack
 
 pytestmark = pytest.mark.e2e
 
@@ -223,6 +227,31 @@ async def test_no_redis_for_publishers_and_each_service_only_its_keys(
         assert await cache.hget(keys.CACHE_PODS, "default/p") == b"record"
     finally:
         for client in (cache, queue, worker, outsider):
+            await client.aclose()
+
+
+async def test_a_worker_pages_its_snapshot_refresh_with_its_own_credentials(
+    servers: tuple[Server, Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refresh's script runs with the worker's rights, past its first page too."""
+    _, redis_server = servers
+    monkeypatch.setattr(shared.snapshot, "REFRESH_PAGE", 2)
+    cache, worker = redis_as(redis_server, "cache"), redis_as(redis_server, "worker")
+    names = [f"n{i}" for i in range(5)]
+    try:
+        await cache.hset(keys.state_key("cache"), "incarnation", 1)
+        for name in names:
+            info = NodeInfo(name)
+            info.set_node(make_node(name))
+            info.generation = 1
+            await cache.hset(keys.CACHE_NODEINFO, name, pack(info.to_record()))
+        await cache.zadd(keys.CACHE_GENERATIONS, dict.fromkeys(names, 1))
+        await cache.set(keys.CACHE_GENERATION, 1)
+        snapshot = Snapshot(worker)
+        await snapshot.refresh()
+        assert sorted(snapshot.nodes) == names
+    finally:
+        for client in (cache, worker):
             await client.aclose()
 
 
