@@ -270,6 +270,10 @@ ERROR_HEADER = "Ksched-Error"
 TRUNCATED_HEADER = "Ksched-Truncated-From"
 # On the watcher's republish that undoes a refused event: the refused event's sequence.
 UNDO_HEADER = "Ksched-Undo"
+# On every write ksched makes of an object it carries (a binding, a status, a victim's
+# deletion, an undo): what ksched adds to an object may take it past the size the door
+# lets a publisher's version have (services/watcher/outbound.py, OWN_WRITE_GROWTH).
+OWN_WRITE_HEADER = "Ksched-Own-Write"
 CONTENT_TYPE_HEADER = "Content-Type"
 MSGPACK_CONTENT_TYPE = "application/msgpack"
 EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"

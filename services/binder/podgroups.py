@@ -38,6 +38,7 @@ from shared.runtime.publish import WRONG_LAST_SEQUENCE
 from shared.subjects import (
     CLUSTER_STREAM,
     EXPECTED_LAST_SUBJECT_SEQ,
+    OWN_WRITE_HEADER,
     workload_pod_group_subject,
 )
 from shared.wire import dump_json
@@ -96,7 +97,8 @@ async def _write(
             return
         body = dump_json({"type": "MODIFIED", "object": new})
         try:
-            await js.publish(subject, body, headers={EXPECTED_LAST_SUBJECT_SEQ: str(last.seq)})
+            headers = {EXPECTED_LAST_SUBJECT_SEQ: str(last.seq), OWN_WRITE_HEADER: "1"}
+            await js.publish(subject, body, headers=headers)
             return
         except APIError as err:
             if err.err_code != WRONG_LAST_SEQUENCE:

@@ -25,6 +25,7 @@ from typing import Any
 from shared.framework.events import ASSIGNED_POD, DELETE
 from shared.messages import CacheEvent, QueueEvent
 from shared.sharding import queue_owner
+from shared.subjects import OWN_WRITE_HEADER
 from shared.wire import Chunk, dump_json, item_limit, pack, pack_chunks, pack_with
 
 # An object and its msgpack (shared.api.events.ClusterEvent.packed).
@@ -38,9 +39,24 @@ OBJECT_ROOM = 64 * 1024
 THROUGH_ROOM = 32
 
 
+# How far past object_limit the door lets one of ksched's own writes of an object go
+# (OWN_WRITE_HEADER): the binding, a status or a victim's deletion of an object accepted
+# at the limit adds a few hundred bytes to it, and refusing that (as the door did) undid
+# the binding, so the pod was bound again and again, a binding lease apart. Half the room:
+# a publisher that sets the header itself gets no more than this, and what ksched adds
+# later still fits in the other half.
+OWN_WRITE_GROWTH = OBJECT_ROOM // 2
+
+
 def object_limit(body_limit: int) -> int:
     """The largest object (its JSON, as ksched writes it) that ksched accepts."""
     return body_limit - OBJECT_ROOM
+
+
+def door_limit(limit: int, headers: dict[str, str] | None) -> int:
+    """The size limit (`limit`: object_limit) for an event with these headers: more
+    for ksched's own writes (OWN_WRITE_GROWTH)."""
+    return limit + OWN_WRITE_GROWTH if OWN_WRITE_HEADER in (headers or {}) else limit
 
 
 def too_large(data: bytes, msgpack: bool, raw: dict[str, Any], limit: int) -> str | None:

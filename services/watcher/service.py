@@ -16,7 +16,13 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from services.watcher.immutables import list_accepted
-from services.watcher.outbound import Outbound, PackedObject, object_limit, too_large
+from services.watcher.outbound import (
+    Outbound,
+    PackedObject,
+    door_limit,
+    object_limit,
+    too_large,
+)
 from services.watcher.takeover import rewind, rewind_point, take_over
 from services.watcher.undo import undo_refused
 from services.watcher.warnings import FieldWarnings
@@ -179,7 +185,9 @@ class Watcher:
             return str(err)
         key, deleted = ev.obj.metadata.key, ev.type == "DELETED"
         fields = immutable_fields(ev.kind, ev.raw)  # read once: judged, then remembered
-        reason = too_large(msg.data, is_msgpack(msg.headers), ev.raw, limit)
+        reason = too_large(
+            msg.data, is_msgpack(msg.headers), ev.raw, door_limit(limit, msg.headers)
+        )
         reason = reason or immutable_node_name(ev, self.informer)
         reason = reason or self.immutables.refusal(ev.kind, key, ev.raw, deleted, fields)
         reason = reason or self._admit(ev)

@@ -22,7 +22,12 @@ from nats.js.errors import APIError, NotFoundError
 
 from shared.api.events import BadEvent, decode_cluster_event, parse_subject
 from shared.runtime.publish import WRONG_LAST_SEQUENCE
-from shared.subjects import CLUSTER_STREAM, EXPECTED_LAST_SUBJECT_SEQ, UNDO_HEADER
+from shared.subjects import (
+    CLUSTER_STREAM,
+    EXPECTED_LAST_SUBJECT_SEQ,
+    OWN_WRITE_HEADER,
+    UNDO_HEADER,
+)
 from shared.wire import dump_json
 
 log = logging.getLogger("ksched.watcher")
@@ -55,7 +60,12 @@ async def undo_refused(
         first = await js.get_msg(CLUSTER_STREAM, seq=1, subject=subject, next=True)
     except NotFoundError:
         return  # the subject is gone (purged): nothing to undo
-    out_headers = {EXPECTED_LAST_SUBJECT_SEQ: str(seq), UNDO_HEADER: str(seq)}
+    # an undo puts back a version the door took, which may be one of ksched's own writes
+    out_headers = {
+        EXPECTED_LAST_SUBJECT_SEQ: str(seq),
+        UNDO_HEADER: str(seq),
+        OWN_WRITE_HEADER: "1",
+    }
     if first.seq is None or first.seq >= seq:
         data = tombstone(subject)
     else:

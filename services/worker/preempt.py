@@ -42,7 +42,13 @@ from shared.plugins.defaultpreemption import NOT_ELIGIBLE_TERMINATING
 from shared.runtime.informer import Informer
 from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.snapshot import Snapshot
-from shared.subjects import CLUSTER_STREAM, EXPECTED_LAST_SUBJECT_SEQ, PDBS_PREFIX, pod_subject
+from shared.subjects import (
+    CLUSTER_STREAM,
+    EXPECTED_LAST_SUBJECT_SEQ,
+    OWN_WRITE_HEADER,
+    PDBS_PREFIX,
+    pod_subject,
+)
 from shared.wire import dump_json
 
 log = logging.getLogger("ksched.worker.preempt")
@@ -80,7 +86,7 @@ async def delete_victim(nc: NATS, victim: PodInfo, preemptor: dict[str, Any], no
         await js.publish(
             pod_subject(meta.namespace, meta.name),
             body,
-            headers={EXPECTED_LAST_SUBJECT_SEQ: str(seq)},
+            headers={EXPECTED_LAST_SUBJECT_SEQ: str(seq), OWN_WRITE_HEADER: "1"},
         )
     except Exception as err:  # changed meanwhile (or NATS away): the preemptor retries
         log.info("victim %s not deleted: %s", victim.key, err)

@@ -12,7 +12,13 @@ from nats.js import JetStreamContext
 from nats.js.errors import APIError, NoStreamResponseError, ServiceUnavailableError
 
 from shared.api.models import namespace_and_name
-from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, MSG_ID_HEADER, event_subject, pod_subject
+from shared.subjects import (
+    EXPECTED_LAST_SUBJECT_SEQ,
+    MSG_ID_HEADER,
+    OWN_WRITE_HEADER,
+    event_subject,
+    pod_subject,
+)
 from shared.wire import dump_json
 
 log = logging.getLogger("ksched.publish")
@@ -48,7 +54,11 @@ async def write_pod(
     namespace, name = namespace_and_name(raw)
     subject = pod_subject(namespace, name)
     body = dump_json({"type": "MODIFIED", "object": raw})
-    headers = {**(headers or {}), EXPECTED_LAST_SUBJECT_SEQ: str(expected_seq)}
+    headers = {
+        **(headers or {}),
+        EXPECTED_LAST_SUBJECT_SEQ: str(expected_seq),
+        OWN_WRITE_HEADER: "1",
+    }
     loop = asyncio.get_running_loop()
     deadline = loop.time() + patience
     delay = UNSURE_WRITE_PAUSE

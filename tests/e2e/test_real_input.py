@@ -123,6 +123,30 @@ async def test_large_pods_behind_a_backlog_and_one_too_large_for_any_message(
     assert not tracker.unschedulable()
 
 
+async def test_a_pod_at_the_size_limit_is_bound_once_and_its_binding_kept(
+    stack: LocalStack, client: tuple[NATS, PodTracker]
+) -> None:
+    """ksched's own write of an object the door took at its limit (the binding adds
+    spec.nodeName and a condition) is ksched's, not a publisher's: the door takes it.
+    It refused it, undid the binding, and the pod was bound again after each binding
+    lease (120 s), never for good."""
+    nc, tracker = client
+    js = nc.jetstream()
+    await publish_all(js, nodes(2))
+    await publish_pod(js, docs_pod("at-limit", size=object_limit(body_limit(nc.max_payload))))
+    assert await tracker.wait_until(lambda t: "default/at-limit" in t.bound(), timeout=60)
+    # the watcher handles the stream in order: once a pod published after the binding
+    # is bound, the binding was judged
+    await publish_pod(js, make_pod("after", cpu="10m"))
+    assert await tracker.wait_until(lambda t: "default/after" in t.bound(), timeout=60)
+    subject = pod_subject("default", "at-limit")
+    with pytest.raises(NotFoundError):
+        await js.get_last_msg(ERRORS_STREAM, error_subject(subject))
+    latest = await js.get_last_msg(CLUSTER_STREAM, subject)
+    assert json.loads(latest.data)["object"]["spec"].get("nodeName"), "the binding was undone"
+    assert tracker.pods["default/at-limit"].bind_count == 1
+
+
 # --- values past the API's limits ------------------------------------------------------
 
 
