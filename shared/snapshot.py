@@ -35,7 +35,7 @@ from shared.framework.interface import ClusterObjects
 from shared.framework.node_tree import node_tree_order
 from shared.framework.snapshot import ClusterSnapshot
 from shared.framework.types import NodeInfo, PodInfo
-from shared.wire import unpack
+from shared.wire import text, unpack
 
 # A committed pod shows in its node's record within one refresh; an assumption left
 # longer (its pod bound and deleted in between, say) is dropped rather than kept forever.
@@ -107,7 +107,7 @@ class _Pages:
         self.generation = max(self.generation, int(flat[1] or 0))
         names = 0
         for i in range(5, len(flat), 3):
-            self.changed[_text(flat[i])] = flat[i + 2]
+            self.changed[text(flat[i])] = flat[i + 2]
             if flat[i + 1] is None:
                 names += 1
             else:
@@ -115,12 +115,8 @@ class _Pages:
         del self._stale[:names]
         self.done = flat[2] is None and not self._stale
         if flat[2] is not None:
-            self._cursor = (_text(flat[2]), int(flat[3]), int(flat[4]))
+            self._cursor = (text(flat[2]), int(flat[3]), int(flat[4]))
         return True
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class Snapshot:
@@ -166,9 +162,7 @@ class Snapshot:
         version = await redis.get(keys.CACHE_PODGROUPS_VERSION)
         if version != self._pod_groups_version:
             raw = await redis.hgetall(keys.CACHE_PODGROUPS)
-            self._pod_groups = {
-                (k.decode() if isinstance(k, bytes) else k): unpack(v) for k, v in raw.items()
-            }
+            self._pod_groups = {text(k): unpack(v) for k, v in raw.items()}
             self._pod_groups_version = version
         return self._pod_groups
 

@@ -37,6 +37,11 @@ class DecodeError(ValueError):
     """A payload that cannot be decoded; the message says why."""
 
 
+def text(value: bytes | str) -> str:
+    """A Redis reply's string (bytes, or str from a client that decodes)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def pack(obj: Any) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 

@@ -57,7 +57,7 @@ from shared.subjects import (
     CACHE_PERMIT,
     PERMIT_VERDICTS,
 )
-from shared.wire import pack, unpack
+from shared.wire import pack, text, unpack
 
 log = logging.getLogger("ksched.cache")
 
@@ -309,12 +309,12 @@ class CacheService:
             [unpack(v) for v in raw_nodes.values()],
             [PodState.from_record(unpack(v)) for v in raw_pods.values()],
             generation,
-            {_text(k): Nomination.from_record(unpack(v)) for k, v in raw_nominations.items()},
+            {text(k): Nomination.from_record(unpack(v)) for k, v in raw_nominations.items()},
         )
         pod_groups = PodGroups()
         for name, value in raw_groups.items():
             rec = unpack(value)
-            pod_groups.restore(_text(name), rec, rec.get("member_keys") or [])
+            pod_groups.restore(text(name), rec, rec.get("member_keys") or [])
         self._set_pod_groups(pod_groups)
         log.info(
             "restored %d nodes, %d pods, generation %d",
@@ -509,7 +509,3 @@ def _permit_state(key: str, cycle: int, cache: Cache) -> PermitState:
         "allowed": list(state.allowed),
         "rejected": state.rejected,
     }
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -63,6 +63,7 @@ from shared.subjects import (
     WATCHER_CONSUMER,
     incarnation_subject,
 )
+from shared.wire import text
 
 INCARNATION = "incarnation"
 APPLIED = "applied"
@@ -87,7 +88,7 @@ class Marker:
 
     @classmethod
     def of(cls, raw: Mapping[Any, Any]) -> Marker:
-        fields = {_text(k): int(v) for k, v in raw.items()}
+        fields = {text(k): int(v) for k, v in raw.items()}
         lanes = {k[len(LANE_APPLIED) :]: v for k, v in fields.items() if k.startswith(LANE_APPLIED)}
         return cls(
             fields.get(INCARNATION, 0),
@@ -464,7 +465,3 @@ async def watcher_acked(js: JetStreamContext) -> int:
     """The last cluster stream sequence a watcher acknowledged: queue and cache had
     applied every event up to it."""
     return acked_through(await watcher_consumers(js))
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
