@@ -34,11 +34,9 @@ from shared.api.podgroup import (
 )
 from shared.api.podstatus import now_rfc3339
 from shared.api.workload import scheduling_group_of
-from shared.runtime.publish import WRONG_LAST_SEQUENCE
+from shared.runtime.publish import WRONG_LAST_SEQUENCE, own_write_headers
 from shared.subjects import (
     CLUSTER_STREAM,
-    EXPECTED_LAST_SUBJECT_SEQ,
-    OWN_WRITE_HEADER,
     workload_pod_group_subject,
 )
 from shared.wire import dump_json
@@ -97,8 +95,7 @@ async def _write(
             return
         body = dump_json({"type": "MODIFIED", "object": new})
         try:
-            headers = {EXPECTED_LAST_SUBJECT_SEQ: str(last.seq), OWN_WRITE_HEADER: "1"}
-            await js.publish(subject, body, headers=headers)
+            await js.publish(subject, body, headers=own_write_headers(last.seq or 0))
             return
         except APIError as err:
             if err.err_code != WRONG_LAST_SEQUENCE:

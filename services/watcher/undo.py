@@ -21,11 +21,9 @@ from nats.js import JetStreamContext
 from nats.js.errors import APIError, NotFoundError
 
 from shared.api.events import BadEvent, decode_cluster_event, parse_subject
-from shared.runtime.publish import WRONG_LAST_SEQUENCE
+from shared.runtime.publish import WRONG_LAST_SEQUENCE, own_write_headers
 from shared.subjects import (
     CLUSTER_STREAM,
-    EXPECTED_LAST_SUBJECT_SEQ,
-    OWN_WRITE_HEADER,
     UNDO_HEADER,
 )
 from shared.wire import dump_json
@@ -61,11 +59,7 @@ async def undo_refused(
     except NotFoundError:
         return  # the subject is gone (purged): nothing to undo
     # an undo puts back a version the door took, which may be one of ksched's own writes
-    out_headers = {
-        EXPECTED_LAST_SUBJECT_SEQ: str(seq),
-        UNDO_HEADER: str(seq),
-        OWN_WRITE_HEADER: "1",
-    }
+    out_headers = {**own_write_headers(seq), UNDO_HEADER: str(seq)}
     if first.seq is None or first.seq >= seq:
         data = tombstone(subject)
     else:

@@ -40,12 +40,10 @@ from shared.framework.handle import HandleProviders
 from shared.framework.types import PodInfo
 from shared.plugins.defaultpreemption import NOT_ELIGIBLE_TERMINATING
 from shared.runtime.informer import Informer
-from shared.runtime.publish import Conflict, publish_event, write_pod
+from shared.runtime.publish import Conflict, own_write_headers, publish_event, write_pod
 from shared.snapshot import Snapshot
 from shared.subjects import (
     CLUSTER_STREAM,
-    EXPECTED_LAST_SUBJECT_SEQ,
-    OWN_WRITE_HEADER,
     PDBS_PREFIX,
     pod_subject,
 )
@@ -86,7 +84,7 @@ async def delete_victim(nc: NATS, victim: PodInfo, preemptor: dict[str, Any], no
         await js.publish(
             pod_subject(meta.namespace, meta.name),
             body,
-            headers={EXPECTED_LAST_SUBJECT_SEQ: str(seq), OWN_WRITE_HEADER: "1"},
+            headers=own_write_headers(seq),
         )
     except Exception as err:  # changed meanwhile (or NATS away): the preemptor retries
         log.info("victim %s not deleted: %s", victim.key, err)

@@ -31,6 +31,14 @@ UNSURE_WRITE_PAUSE = 0.1  # before an unsure write is sent again; doubles up to 
 UNSURE = (nats.errors.TimeoutError, NoStreamResponseError, ServiceUnavailableError)
 
 
+def own_write_headers(expected_seq: int) -> dict[str, str]:
+    """What every write ksched makes of an object it carries sends: conditional on the
+    subject still being at `expected_seq` (Kubernetes' resourceVersion precondition),
+    and marked as ksched's own (the watcher's door lets it grow past a publisher's
+    limit, services/watcher/outbound.py OWN_WRITE_GROWTH)."""
+    return {EXPECTED_LAST_SUBJECT_SEQ: str(expected_seq), OWN_WRITE_HEADER: "1"}
+
+
 class Conflict(Exception):
     """The pod changed (or was deleted) since the version ksched acted on."""
 
@@ -54,11 +62,7 @@ async def write_pod(
     namespace, name = namespace_and_name(raw)
     subject = pod_subject(namespace, name)
     body = dump_json({"type": "MODIFIED", "object": raw})
-    headers = {
-        **(headers or {}),
-        EXPECTED_LAST_SUBJECT_SEQ: str(expected_seq),
-        OWN_WRITE_HEADER: "1",
-    }
+    headers = {**(headers or {}), **own_write_headers(expected_seq)}
     loop = asyncio.get_running_loop()
     deadline = loop.time() + patience
     delay = UNSURE_WRITE_PAUSE
