@@ -384,9 +384,7 @@ class QueueService:
         try:
             await self.flusher.flush()
         except BaseException:
-            back = self.q.unpop(attempts)
-            log.warning("pop not written, %d pods back to activeQ", back)
-            self._notify()
+            self._put_back(attempts, "pop not written")
             raise
 
     def _unpop_late(self, attempts: list[tuple[str, int]]) -> None:
@@ -394,10 +392,15 @@ class QueueService:
         or failing over): nobody would take its pods, so they go back to activeQ rather
         than wait in flight for their attempts' lease; raises, so no reply goes out. The
         worker sends the reports it carried again."""
-        back = self.q.unpop(attempts)
-        log.warning("pop written after its worker gave up, %d pods back to activeQ", back)
-        self._notify()  # written as pending by the next flush
+        self._put_back(attempts, "pop written after its worker gave up")
         raise TimeoutError("pop written after its worker gave up waiting")
+
+    def _put_back(self, attempts: list[tuple[str, int]], why: str) -> None:
+        """A pop's pods back in activeQ for the next pop (written as pending by the
+        next flush)."""
+        back = self.q.unpop(attempts)
+        log.warning("%s, %d pods back to activeQ", why, back)
+        self._notify()
 
     def _pop_reply(self, pods: list[QueuedPodInfo], **rest: Any) -> Packed:
         """{"pods": [QueuedPod, ...], "nominated_version", **rest}, each pod object as
