@@ -17,6 +17,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 
 from services.watcher.takeover import consumer_config, take_over
 from shared.runtime.connections import ensure_streams
+from shared.runtime.retry import retry_forever
 from shared.runtime.watermark import consumer_names, watcher_acked, watcher_consumers
 from shared.subjects import CLUSTER_PREFIX, CLUSTER_STREAM
 from shared.tools.natscluster import NatsCluster, start_nats_cluster
@@ -64,7 +65,9 @@ async def test_the_watchers_ack_floor_is_read_while_a_publishers_consumer_is_los
     )
     try:
         js = nc.jetstream(timeout=10)
-        await ensure_streams(js, replicas=3)
+        # as a service does (runtime/service.py): a request that a group still settling
+        # leaves unanswered is asked again (one CI run timed out here once)
+        await retry_forever("ensure streams", lambda: ensure_streams(js, replicas=3))
         await js.add_consumer(CLUSTER_STREAM, consumer_config("watcher-1", 0))
         for i in range(3):
             await js.publish(f"{CLUSTER_PREFIX}.pods.default.p{i}", b"{}")
