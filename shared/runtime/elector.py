@@ -70,7 +70,7 @@ class Held(Enum):
     """How renewing ended."""
 
     STOPPED = "stopped"  # asked to stop (the service stops, or was fenced)
-    LOST = "lost"  # taken over, outraced, or not renewed within the renew deadline
+    LOST = "lost"  # taken over, or not renewed within the renew deadline
     GAVE_UP = "gave up"  # released for want of progress
 
 
@@ -136,24 +136,48 @@ class LeaderElector:
             self.lease.failed(ended, started, self._asked if overran else ended)
 
     async def _attempt(self, get: GetClients, started: float) -> None:
-        """kube's tryAcquireOrRenew: read, decide, compare-and-set."""
+        """kube's tryAcquireOrRenew: read, decide, compare-and-set; read again within the
+        try when the write went unanswered for half a retry period or found the
+        revision moved (client-go too retries a conflict until the renew deadline)."""
         clients, lease = await get(), self.lease
-        record, revision = await self._read(clients.store)
-        if not lease.read(time.monotonic(), record, revision):
-            return
-        renewing = lease.leading
-        floor = 0 if renewing else await self._floor(clients.redis)
-        claim = lease.claim(time.time(), floor)
-        try:
-            landed = await clients.store.write(self.service, claim, revision)
-        except Outraced:
-            lease.outraced()
-            return
+        while True:
+            record, revision = await self._read(clients.store)
+            if not lease.read(time.monotonic(), record, revision):
+                return
+            renewing = lease.leading
+            floor = 0 if renewing else await self._floor(clients.redis)
+            claim = lease.claim(time.time(), floor)
+            landed = await self._write(clients.store, claim, revision)
+            if landed is not None:
+                break
         lease.wrote(started, claim, landed)
         if renewing:
             self._raise_epoch_apart(clients.redis)
         else:  # a new term: its epoch in Redis at once where it answers
             await self._raise_epoch(clients.redis)
+
+    async def _write(self, store: LeaseStore, claim: LeaseRecord, revision: int) -> int | None:
+        """The claim's new revision; None when the write went unanswered for half a retry
+        period, or found the revision moved. A write lost when the bucket's Raft leader
+        stepped down (a frozen server thawing into a group that had elected another)
+        used to be waited on until the renew deadline, while a standby that met the
+        same silence took over a lease duration less the renew deadline after the
+        bucket answered it. Either way the next read says whose the record is: a copy
+        of ours that landed late reads as our own term and is renewed, another's term
+        is a loss (runtime/lease.py Lease.read)."""
+        self._asked = time.monotonic()
+        pace = self.lease.config.retry_period / 2
+        try:
+            return await asyncio.wait_for(store.write(self.service, claim, revision), pace)
+        except Outraced as err:
+            log.info("%s lease: %s; reading again", self.service, err)
+        except UNANSWERED as err:
+            log.warning(
+                "%s lease: write unanswered (%s); reading again",
+                self.service,
+                str(err) or type(err).__name__,
+            )
+        return None
 
     async def _read(self, store: LeaseStore) -> tuple[LeaseRecord | None, int]:
         """The lease record, asked for again every half retry period until one of the
@@ -162,8 +186,8 @@ class LeaderElector:
         waiting on it spent a leader's whole renew deadline on one request and cost it
         the lease, though the bucket answered again long before. Earlier reads stay
         pending, so a slow bucket is not asked in vain; a read changes nothing, so
-        asking twice is safe. The write is sent once (a copy landing late would outrace
-        the next try)."""
+        asking twice is safe. A write is not asked again: an unanswered one is followed
+        by a read (`_write`)."""
         pace = self.lease.config.retry_period / 2
         asking: set[asyncio.Task[tuple[LeaseRecord | None, int]]] = set()
         try:

@@ -6,14 +6,16 @@ runtime/elector.py, the record lives in a NATS KV bucket (runtime/leasestore.py)
 
     STANDBY --claim landed--> LEADING --renewal landed--> LEADING
        ^                         |
-       |                         +--taken over / outraced / renew deadline passed--> LOST
+       |                         +--taken over / renew deadline passed--> LOST
        |                         +--stalled at two renewals in a row (gives it up)--> LOST
        +-- (a LOST process exits; restarted, it stands by again)
 
 Each try reads the lease record and its revision, decides, and writes with a
 compare-and-set on that revision, as client-go does with a resourceVersion: of two
 candidates that read the same revision, one write lands and the other finds the
-revision moved (outraced).
+revision moved (outraced). The outraced one reads again, within the same try: the
+record it reads then says whether it lost (another's term) or was outraced by a late
+copy of its own write (its own term, renewed as usual).
 
 - lease duration: a standby takes over once the record has not changed for this long
   by its OWN clock, counted from when it first saw that revision (client-go's
@@ -262,12 +264,6 @@ class Lease:
             return
         self.role, self.epoch, self.renewed_at = Role.LEADING, record.epoch, started
         self.record, self.revision, self.holder = record, revision, record.holder
-
-    def outraced(self) -> None:
-        """The compare-and-set found the revision moved since the read: another
-        candidate wrote first. Nobody writes a leader's record but a successor."""
-        if self.role is Role.LEADING:
-            self._lose("outraced: another write to the lease landed first")
 
     def released(self, wall: float) -> LeaseRecord | None:
         """What a leader that stops writes (client-go's ReleaseOnCancel): its record

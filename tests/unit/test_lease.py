@@ -143,13 +143,6 @@ def test_a_standby_takes_a_released_lease_at_once(record: LeaseRecord) -> None:
     assert lease.claim(WALL).epoch == 5
 
 
-def test_a_standby_outraced_by_another_stays_a_standby() -> None:
-    lease = Lease(CONFIG, "me")
-    assert lease.read(0, held("", 4), 5)
-    lease.outraced()
-    assert lease.role is Role.STANDBY
-
-
 # --- leading ------------------------------------------------------------------------
 
 
@@ -177,13 +170,6 @@ def test_a_leader_that_reads_another_term_is_lost_for_good(record: LeaseRecord |
     assert lease.role is Role.LOST
 
 
-def test_a_leader_outraced_on_its_own_record_was_taken_over() -> None:
-    lease = leader(0)
-    assert lease.read(2, lease.record, 10)
-    lease.outraced()
-    assert lease.role is Role.LOST
-
-
 def test_a_leader_keeps_leading_through_failed_tries_until_the_renew_deadline() -> None:
     lease = leader(0)
     lease.failed(9.9)
@@ -201,10 +187,6 @@ def lost_taken_over(lease: Lease) -> None:
     lease.read(2, held("other", 8), 11)
 
 
-def lost_outraced(lease: Lease) -> None:
-    lease.outraced()
-
-
 def lost_fenced(lease: Lease) -> None:
     lease.fenced()
 
@@ -214,7 +196,6 @@ def lost_fenced(lease: Lease) -> None:
     [
         (lost_unanswered, "not renewed within the renew deadline (10 s)"),
         (lost_taken_over, "taken over by other (epoch 8)"),
-        (lost_outraced, "outraced"),
         (lost_fenced, "fenced"),
     ],
 )
@@ -275,7 +256,6 @@ def test_a_standby_tries_again_when_the_holders_lease_lapses_by_its_clock() -> N
     assert lease.next_try_in(14.3) == pytest.approx(0.75)
     assert lease.next_try_in(1) == 2.0
     lease.read(16, held("", 5), 6)
-    lease.outraced()  # a released lease that another standby took first
     assert lease.next_try_in(16) == 2.0
 
 
