@@ -15,15 +15,19 @@ from shared.tools.cli.main import main
 pytestmark = pytest.mark.e2e
 
 
-# nine stacks one after the other (eight workloads and a scaling run), two calibrations
-# and the baseline: longer than the default 120 s when other work shares the cores
+# ten stacks one after the other (eight workloads, a scaling run and a 2-shard run), two
+# calibrations, the cycle alone and the baseline: longer than the default 120 s when
+# other work shares the cores
 @pytest.mark.timeout(600)
 def test_bench_runs_every_workload_and_writes_results(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stale = tmp_path / "SchedulingPodAffinity-3w1b.json"  # an earlier run's, other code
     stale.write_text("{}")
-    args = f"--nodes 12 --scale 0.01 --scaling 1 2 --paced-pods 20 --timeout 60 --out {tmp_path}"
+    args = (
+        f"--nodes 12 --scale 0.01 --scaling 1 2 --model-shards 2 --model-nodes 24 "
+        f"--paced-pods 20 --timeout 60 --out {tmp_path}"
+    )
     code = main(["bench", *args.split()])
     captured = capsys.readouterr()
     out = captured.out
@@ -59,3 +63,10 @@ def test_bench_runs_every_workload_and_writes_results(
     assert (tmp_path / "throughput.png").stat().st_size > 1000
     assert (tmp_path / "scaling.png").exists()
     assert "ratio" in out and "CPU seconds per 1000 bound pods" in out
+    # the cost model, fitted to the scaling runs and a 2-shard run, projected to 24 nodes
+    model = summary["costmodel"]
+    assert model["shards"] == [1, 2] and set(model["cycle_cpu_ms"]) == {"12", "24"}
+    assert [s["label"].split(" nodes")[0] for s in model["scenarios"]] == ["12", "24"]
+    assert all(s["ten_machines"] > 0 for s in model["scenarios"]), model
+    assert (tmp_path / "SchedulingBasic-2w1b2s.json").exists()
+    assert (tmp_path / "costmodel.png").exists() and "cost model (fitted to" in out

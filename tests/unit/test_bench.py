@@ -204,11 +204,16 @@ def test_machine_lines_quote_calibration_and_the_baseline_ratio() -> None:
 
 
 def test_a_new_run_removes_the_previous_runs_files(tmp_path: Path) -> None:
-    old = ["SchedulingBasic-2w1b.json", "PreemptionAsync-1w2b.json", "summary.json"]
-    for name in [*old, "throughput.png", "run.txt", "notes.json"]:
+    old = [
+        "SchedulingBasic-2w1b.json",
+        "SchedulingBasic-2w1b3s.json",  # 3 shards (--model-shards)
+        "PreemptionAsync-1w2b.json",
+        "summary.json",
+    ]
+    for name in [*old, "throughput.png", "costmodel.png", "run.txt", "notes.json"]:
         (tmp_path / name).write_text("x")
     removed = {p.name for p in clear_previous(tmp_path)}
-    assert removed == {*old, "throughput.png"}
+    assert removed == {*old, "throughput.png", "costmodel.png"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.json", "run.txt"]
 
 

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from shared.tools.bench.costmodel import Costs, best, ceiling, curve, plan, text_chart
+from shared.tools.bench.costmodel import (
+    Costs,
+    Sample,
+    best,
+    ceiling,
+    curve,
+    fit,
+    fitted,
+    plan,
+    text_chart,
+)
 
 # watcher, queue, cache, binder, nats; worker fixed and per worker; redis fixed and per worker
 COSTS = Costs(0.2, 0.1, 0.1, 0.1, 0.1, 0.5, 0.1, 0.05, 0.01)
@@ -44,3 +54,40 @@ def test_the_curve_grows_with_machines_until_the_refresh_ceiling() -> None:
 def test_the_text_chart_draws_bars_in_proportion() -> None:
     chart = text_chart("x", [1, 2], [500.0, 1000.0], width=10).splitlines()
     assert chart[1].count("#") == 5 and chart[2].count("#") == 10
+
+
+def run(workers: int, worker: float, redis: float, watcher: float = 0.1) -> Sample:
+    roles = {"watcher": watcher, "queue": 0.06, "cache": 0.07, "binder": 0.09}
+    return Sample(workers, {**roles, "nats-server": 0.05, "worker": worker, "redis-server": redis})
+
+
+def test_the_fit_finds_the_worker_and_redis_lines_and_averages_the_rest() -> None:
+    samples = [run(w, 0.2 + 0.02 * w, 0.02 + 0.001 * (w - 1), 0.1 + 0.01 * w) for w in (1, 2, 4)]
+    costs = fit(samples)
+    assert costs.worker_fixed == pytest.approx(0.2)
+    assert costs.worker_per_worker == pytest.approx(0.02)
+    assert costs.redis_fixed == pytest.approx(0.02)
+    assert costs.redis_per_worker == pytest.approx(0.001)
+    assert costs.watcher == pytest.approx(0.1 + 0.01 * 7 / 3)
+    assert (costs.queue, costs.cache, costs.binder, costs.nats) == pytest.approx(
+        (0.06, 0.07, 0.09, 0.05)
+    )
+
+
+def test_a_slope_the_noise_made_negative_counts_as_none() -> None:
+    costs = fit([run(1, 0.25, 0.02), run(2, 0.24, 0.02)])
+    assert costs.worker_per_worker == 0.0 and ceiling(costs) == float("inf")
+
+
+def test_one_worker_count_fits_no_line() -> None:
+    with pytest.raises(ValueError, match="two worker counts"):
+        fit([run(2, 0.23, 0.02), run(2, 0.24, 0.02)])
+
+
+def test_a_larger_cluster_adds_the_cycles_growth_to_every_worker() -> None:
+    samples = [run(w, 0.2 + 0.02 * w, 0.02) for w in (1, 2)]
+    here, larger = fitted(samples, 5000, {5000: 0.2, 100_000: 0.7})
+    assert here[1].worker_fixed == pytest.approx(0.2)
+    assert larger[1].worker_fixed == pytest.approx(0.7)
+    assert larger[0].startswith("100000 nodes")
+    assert best(larger[1], 80).rate < best(here[1], 80).rate  # type: ignore[union-attr]

@@ -3,7 +3,10 @@
 Pure arithmetic over figures measured with `ksched bench`, `bench-cycle --adaptive`
 and `python -m shared.tools.bench.limits` (docs/scale.md gives each command and
 run). `python -m shared.tools.bench.costmodel` prints the projection table and a
-text chart of it; `--chart FILE.png` draws the same curves (matplotlib, not kept in git).
+text chart of it; `--chart FILE.png` draws the same curves (matplotlib, not kept in git);
+`--from DIR` fits the model to a `ksched bench` run's results instead of the constants
+below. `ksched bench` fits it to its own SchedulingBasic runs whenever they had two
+worker counts or more (`--scaling`), and reports the projection (`fit`, `project`).
 
 The model (every cost in ms of CPU per pod):
 - a worker costs `worker_fixed(nodes) + worker_per_worker * W`: every worker applies
@@ -19,9 +22,11 @@ The model (every cost in ms of CPU per pod):
 from __future__ import annotations
 
 import argparse
+import json
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from shared.tools.bench.report import save_chart
@@ -38,6 +43,12 @@ class Costs:
     worker_per_worker: float
     redis_fixed: float
     redis_per_worker: float
+    # What each shard past the first adds to the role's CPU per pod, summed over its
+    # shards (a watcher shard reads every event and drops the others'; every shard pays
+    # its per-batch costs on smaller batches): docs/scale.md §4
+    watcher_per_shard: float = 0.0
+    queue_per_shard: float = 0.0
+    cache_per_shard: float = 0.0
 
     def worker(self, workers: int) -> float:
         return self.worker_fixed + self.worker_per_worker * workers
@@ -45,8 +56,17 @@ class Costs:
     def redis(self, workers: int) -> float:
         return self.redis_fixed + self.redis_per_worker * max(workers - 1, 0)
 
-    def singleton(self) -> float:
-        return max(self.watcher, self.queue, self.cache)
+    def sharded(self) -> tuple[tuple[float, float], ...]:
+        """Each sharded role's cost at one shard and what each further shard adds."""
+        return (
+            (self.watcher, self.watcher_per_shard),
+            (self.queue, self.queue_per_shard),
+            (self.cache, self.cache_per_shard),
+        )
+
+    def at_shards(self, shards: int) -> float:
+        """Watcher, queue and cache together, ms per pod, summed over `shards` each."""
+        return sum(cost + growth * (shards - 1) for cost, growth in self.sharded())
 
 
 @dataclass(frozen=True)
@@ -67,24 +87,35 @@ class Plan:
 
 def plan(costs: Costs, rate: float) -> Plan | None:
     """The processes `rate` pods/s needs, or None if no number of workers carries it
-    (each worker added makes every pod dearer for all of them)."""
+    (each worker added makes every pod dearer for all of them), or no number of
+    shards (each shard added makes every pod dearer for the sharded roles)."""
     spare = 1000 - rate * costs.worker_per_worker  # ms a worker has left per second
-    if spare <= 0:
+    shards = shards_for(costs, rate)
+    if spare <= 0 or shards is None:
         return None
     workers = max(1, math.ceil(rate * costs.worker_fixed / spare))
     binders = max(1, math.ceil(rate * costs.binder / 1000))
-    shards = max(1, math.ceil(rate * costs.singleton() / 1000))
     redis_instances = max(1, math.ceil(rate * costs.redis(workers) / 1000))
     per_pod = (
-        costs.watcher
-        + costs.queue
-        + costs.cache
+        costs.at_shards(shards)
         + costs.binder
         + costs.nats
         + costs.worker(workers)
         + costs.redis(workers)
     )
     return Plan(rate, workers, binders, shards, redis_instances, rate * per_pod / 1000)
+
+
+def shards_for(costs: Costs, rate: float) -> int | None:
+    """The fewest shards whose every sharded role stays within one core per shard:
+    rate x (cost + growth x (S - 1)) <= 1000 x S; None when no S does."""
+    needed = 1
+    for cost, growth in costs.sharded():
+        spare = 1000 - rate * growth
+        if spare <= 0:
+            return None
+        needed = max(needed, math.ceil(rate * (cost - growth) / spare))
+    return needed
 
 
 def best(costs: Costs, cores: float, step: float = 100) -> Plan | None:
@@ -96,8 +127,11 @@ def best(costs: Costs, cores: float, step: float = 100) -> Plan | None:
 
 
 def ceiling(costs: Costs) -> float:
-    """The rate no number of workers reaches: 1000 / worker_per_worker."""
-    return 1000 / costs.worker_per_worker if costs.worker_per_worker else math.inf
+    """The rate no number of processes reaches: 1000 / the largest per-process slope
+    (each worker added costs every pod `worker_per_worker`; each shard, its growth)."""
+    slopes = [costs.worker_per_worker, *(growth for _, growth in costs.sharded())]
+    steepest = max(slopes)
+    return 1000 / steepest if steepest > 0 else math.inf
 
 
 # Measured on 2026-11-24 (docs/scale.md): SchedulingBasic at 5000 nodes, ms of CPU per
@@ -120,6 +154,121 @@ CYCLE_GROWTH_TO_100K = 0.696 - 0.178
 
 def at_100k(costs: Costs) -> Costs:
     return replace(costs, worker_fixed=costs.worker_fixed + CYCLE_GROWTH_TO_100K)
+
+
+# --- fitted to a run ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One SchedulingBasic run: its worker and shard counts and its CPU ms per bound pod
+    by role (`ksched bench`'s roles; a sharded role's figure is the sum over its
+    shards)."""
+
+    workers: int
+    per_pod: Mapping[str, float]
+    shards: int = 1
+
+
+SHARDED_ROLES = ("watcher", "queue", "cache")
+
+
+def fit(samples: Sequence[Sample]) -> Costs:
+    """The model's constants from runs of one stack with different worker counts: the
+    worker's and Redis's lines by least squares against W; with runs at two shard
+    counts or more, each sharded role's line against the shard count (its cost at one
+    shard and each further shard's growth), else its mean at the runs' count; every
+    other role's mean. A slope the runs' noise makes negative counts as 0 (no worker or
+    shard makes another cheaper)."""
+    if len({s.workers for s in samples}) < 2:
+        raise ValueError("fitting the worker line needs runs with two worker counts or more")
+    worker_slope, worker_fixed = _line([(s.workers, s.per_pod["worker"]) for s in samples])
+    redis_slope, redis_fixed = _line(
+        [(s.workers - 1, s.per_pod.get("redis-server", 0.0)) for s in samples]
+    )
+
+    def mean(role: str) -> float:
+        return statistics.fmean(s.per_pod.get(role, 0.0) for s in samples)
+
+    sharded = {role: _by_shards(samples, role) for role in SHARDED_ROLES}
+    return Costs(
+        watcher=sharded["watcher"][0],
+        queue=sharded["queue"][0],
+        cache=sharded["cache"][0],
+        binder=mean("binder"),
+        nats=mean("nats-server"),
+        worker_fixed=max(worker_fixed, 0.0),
+        worker_per_worker=max(worker_slope, 0.0),
+        redis_fixed=max(redis_fixed, 0.0),
+        redis_per_worker=max(redis_slope, 0.0),
+        watcher_per_shard=sharded["watcher"][1],
+        queue_per_shard=sharded["queue"][1],
+        cache_per_shard=sharded["cache"][1],
+    )
+
+
+def _by_shards(samples: Sequence[Sample], role: str) -> tuple[float, float]:
+    """A sharded role's cost at one shard and each further shard's growth."""
+    points = [(s.shards, s.per_pod.get(role, 0.0)) for s in samples]
+    if len({shards for shards, _ in points}) < 2:
+        return statistics.fmean(cost for _, cost in points), 0.0
+    growth = max(_line(points)[0], 0.0)
+    at_one = statistics.fmean(cost - growth * (shards - 1) for shards, cost in points)
+    return max(at_one, 0.0), growth
+
+
+def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Slope and intercept of the least-squares line through `points`."""
+    xs, ys = zip(*points, strict=True)
+    slope, intercept = statistics.linear_regression(xs, ys)
+    return slope, intercept
+
+
+def at_nodes(costs: Costs, growth: float) -> Costs:
+    """`costs` at another node count: the worker's cycle `growth` ms dearer per pod
+    (bench-cycle's CPU median there less at the run's node count)."""
+    return replace(costs, worker_fixed=costs.worker_fixed + growth)
+
+
+def project(costs: Costs, label: str) -> list[str]:
+    """The fitted constants, the ceiling and the plans for 1, 2, 5 and 10 machines."""
+    lines = [
+        f"{label}: worker {costs.worker_fixed:.3f} + {costs.worker_per_worker:.4f} x W, "
+        f"watcher {costs.watcher:.3f} + {costs.watcher_per_shard:.3f} x (S - 1), "
+        f"queue {costs.queue:.3f} + {costs.queue_per_shard:.3f} x (S - 1), "
+        f"cache {costs.cache:.3f} + {costs.cache_per_shard:.3f} x (S - 1), "
+        f"binder {costs.binder:.3f}, nats-server {costs.nats:.3f}, redis-server "
+        f"{costs.redis_fixed:.3f} + {costs.redis_per_worker:.4f} x (W - 1) ms per pod; "
+        f"no number of processes passes {ceiling(costs):.0f} pods/s"
+    ]
+    for machines in (1, 2, 5, 10):
+        p = best(costs, machines * CORES_PER_MACHINE)
+        lines.append(f"  {machines:2d} x {CORES_PER_MACHINE} cores: {p.line() if p else 'nothing'}")
+    return lines
+
+
+def one_cache(costs: Costs) -> str:
+    """What the model assumes and the code does not do yet (docs/scale.md §4)."""
+    return (
+        f"  (the model shards the cache as designed; built, it is one process: at most "
+        f"{1000 / costs.cache:.0f} pods/s whatever the machines)"
+        if costs.cache > 0
+        else ""
+    )
+
+
+def as_json(costs: Costs) -> dict[str, float]:
+    return asdict(costs)
+
+
+def samples_from(results: Path) -> tuple[list[Sample], int]:
+    """The SchedulingBasic runs of a `ksched bench` results folder, and their nodes."""
+    samples, nodes = [], 0
+    for path in sorted(results.glob("SchedulingBasic-*.json")):
+        run = json.loads(path.read_text())
+        samples.append(Sample(run["workers"], run["cpu_s_per_1000_pods"], run.get("shards", 1)))
+        nodes = run["nodes"]
+    return samples, nodes
 
 
 CORES_PER_MACHINE = 8
@@ -181,22 +330,64 @@ def draw(path: Path, machines: Sequence[int], curves: Sequence[tuple[str, list[f
     return save_chart(fig, path)
 
 
+def fitted(
+    samples: Sequence[Sample], nodes: int, cycle_cpu_ms: Mapping[int, float]
+) -> list[tuple[str, Costs]]:
+    """A run's model at its node count, and at each larger node count whose cycle was
+    measured beside it (`cycle_cpu_ms`: node count -> the cycle's CPU median)."""
+    costs = fit(samples)
+    counts = ", ".join(str(w) for w in sorted({s.workers for s in samples}))
+    found = [(f"{nodes} nodes, fitted to {counts} workers", costs)]
+    for more, cpu in sorted(cycle_cpu_ms.items()):
+        if more > nodes and nodes in cycle_cpu_ms:
+            growth = cpu - cycle_cpu_ms[nodes]
+            found.append((f"{more} nodes (cycle +{growth:.3f} ms)", at_nodes(costs, growth)))
+    return found
+
+
+def report(
+    scenarios_: Sequence[tuple[str, Costs]],
+) -> tuple[list[str], list[tuple[str, list[float]]]]:
+    """Each scenario's projection lines, then its text chart; and the curves to draw."""
+    lines, curves = [], []
+    for label, costs in scenarios_:
+        lines += project(costs, label)
+        lines += [note] if (note := one_cache(costs)) else []
+        curves.append((label, curve(costs, MACHINES, CORES_PER_MACHINE)))
+    for label, rates in curves:
+        lines.append(text_chart(label, MACHINES, rates))
+    return lines, curves
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shared.tools.bench.costmodel")
     parser.add_argument("--chart", type=Path, help="also draw the curves into this PNG file")
+    parser.add_argument(
+        "--from",
+        dest="results",
+        type=Path,
+        help="fit to a `ksched bench` results folder (SchedulingBasic with 2+ worker counts)",
+    )
     args = parser.parse_args(argv)
-    curves = []
-    for label, costs in scenarios():
-        print(f"{label}: no number of workers passes {ceiling(costs):.0f} pods/s")
-        for machines in (1, 2, 5, 10):
-            p = best(costs, machines * CORES_PER_MACHINE)
-            print(f"  {machines:2d} x {CORES_PER_MACHINE} cores: {p.line() if p else 'nothing'}")
-        curves.append((label, curve(costs, MACHINES, CORES_PER_MACHINE)))
-    for label, rates in curves:
-        print(text_chart(label, MACHINES, rates))
+    chosen = scenarios() if args.results is None else _from_results(args.results)
+    lines, curves = report(chosen)
+    print("\n".join(lines))
     if args.chart:
         print(f"chart: {draw(args.chart, MACHINES, curves)}")
     return 0
+
+
+def _from_results(results: Path) -> list[tuple[str, Costs]]:
+    samples, nodes = samples_from(results)
+    summary = results / "summary.json"
+    model = json.loads(summary.read_text()).get("costmodel", {}) if summary.exists() else {}
+    cycle = {int(n): float(ms) for n, ms in model.get("cycle_cpu_ms", {}).items()}
+    if not cycle:
+        from shared.tools.bench.cycle import cycle_growth
+
+        print("the run measured no cycle beside it: measuring it now", flush=True)
+        cycle = cycle_growth(nodes)
+    return fitted(samples, nodes, cycle)
 
 
 if __name__ == "__main__":

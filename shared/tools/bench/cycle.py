@@ -145,6 +145,20 @@ def measure(
     }
 
 
+# The node count the cost model projects to (docs/scale.md §5).
+MODEL_NODES = 100_000
+
+
+def cycle_growth(nodes: int, larger: int = MODEL_NODES, cycles: int = 300) -> dict[int, float]:
+    """The default pod's cycle, CPU median in ms, at `nodes` and at `larger` (the
+    worker's adaptive percentageOfNodesToScore): what the cost model adds to a worker's
+    CPU per pod for the larger cluster."""
+    return {
+        n: measure(n, "default", cycles, percentage=None)["median_cpu_ms"]
+        for n in sorted({nodes, larger})
+    }
+
+
 def run_bench_cycle(args: argparse.Namespace) -> int:
     rows = []
     for num_nodes in args.nodes:

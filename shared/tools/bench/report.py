@@ -18,13 +18,15 @@ RESULTS = Path(__file__).resolve().parent / "results"
 ROLES = ("watcher", "queue", "cache", "worker", "binder", "nats-server", "redis-server", "driver")
 
 
-CHARTS = ("throughput.png", "scaling.png")
-RUN_FILE = re.compile(r"\w+-\d+w\d+b\.json")  # run_file_name's shape
+CHARTS = ("throughput.png", "scaling.png", "costmodel.png")
+RUN_FILE = re.compile(r"\w+-\d+w\d+b(\d+s)?\.json")  # run_file_name's shape
 SUMMARY = "summary.json"
 
 
 def run_file_name(r: BenchResult) -> str:
-    return f"{r.workload}-{r.workers}w{r.binders}b.json"
+    """e.g. SchedulingBasic-2w1b.json, and SchedulingBasic-2w1b2s.json with 2 shards."""
+    shards = f"{r.shards}s" if r.shards > 1 else ""
+    return f"{r.workload}-{r.workers}w{r.binders}b{shards}.json"
 
 
 def clear_previous(out_dir: Path) -> list[Path]:

@@ -87,6 +87,7 @@ class BenchResult:
     preemptors_bound: int = 0
     # Redis commands and stream writes per bound measured pod (traffic.py)
     ops_per_pod: dict[str, float] = field(default_factory=dict)
+    shards: int = 1  # watcher and queue shards (KSCHED_SHARDS)
 
     @property
     def average(self) -> float:
@@ -463,6 +464,7 @@ def _result(
         measured_pods=size.measured_pods,
         workers=len(driver.ports("worker")),
         binders=len(driver.ports("binder")),
+        shards=driver.stack.shards,
         threshold=workload.threshold,
         seconds=seconds,
         bound=sum(1 for v in views if v.bound_at),

@@ -18,10 +18,22 @@ import asyncio
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from shared.runtime.service import tune_gc
 from shared.tools.bench.baseline import run_scheduling_basic
 from shared.tools.bench.calibration import calibrate
+from shared.tools.bench.costmodel import (
+    CORES_PER_MACHINE,
+    MACHINES,
+    Sample,
+    as_json,
+    best,
+    draw,
+    fitted,
+    report,
+)
+from shared.tools.bench.cycle import MODEL_NODES, cycle_growth
 from shared.tools.bench.report import (
     RESULTS,
     charts,
@@ -65,6 +77,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="worker counts for SchedulingBasic's scaling runs (none: skip)",
     )
     parser.add_argument(
+        "--model-shards",
+        type=int,
+        nargs="*",
+        default=[],
+        help="SchedulingBasic again at these shard counts (--workers workers): the cost "
+        "model's growth per shard (docs/scale.md §5)",
+    )
+    parser.add_argument(
+        "--model-nodes",
+        type=int,
+        default=MODEL_NODES,
+        help="the cost model's larger cluster: the worker's cycle is measured there too",
+    )
+    parser.add_argument(
         "--paced-pods",
         type=int,
         default=1000,
@@ -100,16 +126,19 @@ def _size(w: Workload, args: argparse.Namespace):  # type: ignore[no-untyped-def
     )
 
 
-def _run_one(w: Workload, args: argparse.Namespace, workers: int, paced: int) -> BenchResult:
+def _run_one(
+    w: Workload, args: argparse.Namespace, workers: int, paced: int, shards: int | None = None
+) -> BenchResult:
     variant = "full" if args.full else "short"
     size = _size(w, args)
+    shards = shards or args.shards
     print(
         f"  {w.name}: {size.nodes} nodes, {size.init_pods} init, {size.measured_pods} measured, "
-        f"{workers} workers, {args.binders} binders",
+        f"{workers} workers, {args.binders} binders" + (f", {shards} shards" if shards > 1 else ""),
         flush=True,
     )
     with temporary_stack(
-        "ksched-bench-", workers=workers, binders=args.binders, shards=args.shards
+        "ksched-bench-", workers=workers, binders=args.binders, shards=shards
     ) as stack:
         result = asyncio.run(
             run_workload(
@@ -132,9 +161,9 @@ def _run_one(w: Workload, args: argparse.Namespace, workers: int, paced: int) ->
     )
     for line in churn_lines([result]):
         print(f"    {line}", flush=True)
-    if args.shards > 1:
+    if shards > 1:
         for role in SHARDED:
-            print(f"    {shard_line(result, role, args.shards)}", flush=True)
+            print(f"    {shard_line(result, role, shards)}", flush=True)
     print(f"    {ops_line(result.ops_per_pod)}", flush=True)
     return result
 
@@ -173,6 +202,8 @@ def run_bench(args: argparse.Namespace) -> int:
         for name in args.workloads
     ]
     scaling = _scaling(args, results)
+    modelled = scaling + _model_shards(args, results + scaling)
+    cycle = _model_cycle(modelled, args.model_nodes)
     baseline = _baseline(args)
     after = calibrate()
     base = baseline.get("throughput_Average")
@@ -182,7 +213,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "baseline_average": base,
     }
     clear_previous(out)
-    for r in results + [s for s in scaling if s not in results]:
+    for r in results + [s for s in modelled if s not in results]:
         write_run(out, r, context)
     basic = next((r for r in results if r.workload == BASIC), None)
     summary = {
@@ -202,11 +233,18 @@ def run_bench(args: argparse.Namespace) -> int:
         "baseline": baseline,
         "baseline_ratio": basic.average / base if basic and base else None,
     }
+    model = _cost_model(modelled, cycle)
+    if model is not None:
+        summary["costmodel"] = model[0]
     write_summary(out, summary)
     _print_summary(results, scaling, summary, args.paced_rate is not None)
+    if model is not None:
+        print("\n".join(model[1]))
     if not args.no_chart and results:
         for path in charts(out, results, scaling, base, str(context["commit"])):
             print(f"chart: {path}")
+        if model is not None:
+            print(f"chart: {draw(out / 'costmodel.png', MACHINES, model[2])}")
     print(f"results: {out}/")
     failures = [f"{r.workload} ({r.workers}w): {p}" for r in results + scaling for p in problems(r)]
     for line in failures:
@@ -231,6 +269,59 @@ def _scaling(args: argparse.Namespace, results: list[BenchResult]) -> list[Bench
     done = {r.workers: r for r in results if r.workload == BASIC}
     print(f"scaling: {BASIC} with {' '.join(map(str, args.scaling))} workers", flush=True)
     return [done.get(n) or _run_one(WORKLOADS[BASIC], args, n, 0) for n in args.scaling]
+
+
+def _model_shards(args: argparse.Namespace, done: list[BenchResult]) -> list[BenchResult]:
+    """SchedulingBasic at each of --model-shards' counts not run yet, --workers workers."""
+    ran = {(r.workers, r.shards) for r in done if r.workload == BASIC}
+    counts = [n for n in args.model_shards if (args.workers, n) not in ran]
+    if counts:
+        print(f"cost model: {BASIC} with {' '.join(map(str, counts))} shards", flush=True)
+    return [_run_one(WORKLOADS[BASIC], args, args.workers, 0, shards=n) for n in counts]
+
+
+def _samples(runs: list[BenchResult]) -> list[Sample]:
+    return [Sample(r.workers, r.cpu_per_1000_pods, r.shards) for r in runs]
+
+
+def _model_cycle(runs: list[BenchResult], larger: int) -> dict[int, float]:
+    """The worker's cycle at the run's node count and at the model's, measured in this
+    run when its SchedulingBasic runs can fit the cost model (two worker counts)."""
+    if len({r.workers for r in runs}) < 2:
+        return {}
+    nodes = runs[0].nodes
+    print(f"cost model: the cycle alone at {nodes} and {larger} nodes", flush=True)
+    return cycle_growth(nodes, larger)
+
+
+CostModel = tuple[dict[str, Any], list[str], list[tuple[str, list[float]]]]
+
+
+def _cost_model(runs: list[BenchResult], cycle: dict[int, float]) -> CostModel | None:
+    """docs/scale.md §5's model fitted to this run: its summary entry, its printed
+    lines and its curves."""
+    if not cycle:
+        return None
+    chosen = fitted(_samples(runs), runs[0].nodes, cycle)
+    lines, curves = report(chosen)
+    shards = sorted({r.shards for r in runs})
+    entry = {
+        "shards": shards,
+        "cycle_cpu_ms": {str(n): ms for n, ms in cycle.items()},
+        "scenarios": [
+            {
+                "label": label,
+                "costs": as_json(costs),
+                "ten_machines": p.rate if (p := best(costs, 10 * CORES_PER_MACHINE)) else 0.0,
+            }
+            for label, costs in chosen
+        ],
+    }
+    head = (
+        f"cost model (fitted to {BASIC} with {len(runs)} runs, shard counts "
+        f"{', '.join(map(str, shards))}; ms of CPU per bound pod):"
+    )
+    return entry, [head, *lines], curves
 
 
 def _baseline(args: argparse.Namespace) -> dict[str, float]:
