@@ -136,9 +136,10 @@ def _known(
     if not names.issuperset(value):
         return False
     for key, item in value.items():
-        if not isinstance(item, dict | list) or key not in nested:
+        found = nested.get(key)  # most fields are scalars or maps: nothing below to check
+        if found is None:
             continue
-        is_list, type_name = nested[key]
+        is_list, type_name = found
         sub, sub_names = _NESTED[type_name], _NAMES[type_name]
         if is_list:
             if isinstance(item, list) and not all(
