@@ -177,7 +177,7 @@ def _route_pod(ev: WatchEvent, pod: Pod, served: frozenset[str], seen: Informer)
     if pod.spec.node_name:
         seen.nominated.discard(key)  # the cache drops the nomination of a bound pod
         seen.pending_gangs.pop(key, None)
-        return _route_assigned_pod(ev, pod, gone, seen, gang)
+        return _route_assigned_pod(ev, pod, key, gone, seen, gang)
     if pod.spec.scheduler_name not in served:
         return [], []
     if gone or pod.metadata.deletion_timestamp:
@@ -192,7 +192,9 @@ def _route_pod(ev: WatchEvent, pod: Pod, served: frozenset[str], seen: Informer)
         "seq": ev.seq,
         "pod": ev.raw,
     }
-    return [*_left_queue_shard(seen, key, gang), in_gang(upsert, gang)], _nomination(ev, pod, seen)
+    return [*_left_queue_shard(seen, key, gang), in_gang(upsert, gang)], _nomination(
+        ev, pod, key, seen
+    )
 
 
 def _left_queue_shard(seen: Informer, key: str, gang: str) -> list[QueueEvent]:
@@ -222,20 +224,20 @@ def in_gang(item: QueueEvent, gang: str) -> QueueEvent:
     return item
 
 
-def _nomination(ev: WatchEvent, pod: Pod, seen: Informer) -> list[CacheEvent]:
-    """The pending pod's nomination for the cache, when it has one or just lost it: the
-    hot path (pods without nominations) sends the cache nothing."""
+def _nomination(ev: WatchEvent, pod: Pod, key: str, seen: Informer) -> list[CacheEvent]:
+    """The pending pod's (`key`'s) nomination for the cache, when it has one or just
+    lost it: the hot path (pods without nominations) sends the cache nothing."""
     node = pod.status.nominated_node_name
-    if not node and pod.key not in seen.nominated:
+    if not node and key not in seen.nominated:
         return []
     if node:
-        seen.nominated.add(pod.key)
+        seen.nominated.add(key)
     else:
-        seen.nominated.discard(pod.key)
+        seen.nominated.discard(key)
     return [
         {
             "op": "pod_nominate",
-            "name": pod.key,
+            "name": key,
             "uid": pod.metadata.uid,
             "seq": ev.seq,
             "nominated_node": node,
@@ -244,8 +246,9 @@ def _nomination(ev: WatchEvent, pod: Pod, seen: Informer) -> list[CacheEvent]:
     ]
 
 
-def _route_assigned_pod(ev: WatchEvent, pod: Pod, gone: bool, seen: Informer, gang: str) -> Routed:
-    key = pod.key
+def _route_assigned_pod(
+    ev: WatchEvent, pod: Pod, key: str, gone: bool, seen: Informer, gang: str
+) -> Routed:
     old = seen.assigned_pods.get(key)
     if gone:
         seen.assigned_pods.pop(key, None)

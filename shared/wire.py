@@ -8,7 +8,7 @@ to public subjects are JSON so that any client can read them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import msgpack
@@ -139,6 +139,27 @@ def is_msgpack(headers: Mapping[str, str] | None) -> bool:
     return False
 
 
+# json.loads' own scanner (the C one), with its defaults (typeshed leaves it out)
+_scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _loads(data: bytes) -> Any:
+    """json.loads(data), without its steps a watch event does not need: a UTF-8 body
+    that starts with "{" (no BOM, no UTF-16/32, no leading space) and ends where the
+    value ends is scanned at once (half of json.loads' time for a pod's event). Anything
+    else, an error included, goes through json.loads, which says what is wrong in its
+    own words."""
+    if data[:1] == b"{" and data[-1:] == b"}":
+        try:
+            text = data.decode()
+            obj, end = _scan_json(text, 0)
+            if end == len(text):
+                return obj
+        except (StopIteration, ValueError, RecursionError):
+            pass  # json.loads raises its own error for it
+    return json.loads(data)
+
+
 def decode_user_payload(data: bytes, headers: Mapping[str, str] | None) -> Any:
     """Decode a user-published payload by its Content-Type (JSON by default)."""
     if len(data) > MAX_PAYLOAD_BYTES:
@@ -147,7 +168,7 @@ def decode_user_payload(data: bytes, headers: Mapping[str, str] | None) -> Any:
         obj = unpack(data)
     else:
         try:
-            obj = json.loads(data)
+            obj = _loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
             raise DecodeError(f"invalid JSON: {err}") from err
         if data.count(b"{") + data.count(b"[") < MAX_NESTING:

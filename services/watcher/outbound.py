@@ -115,7 +115,10 @@ class Outbound:
                 raise ValueError(f"too large for ksched's internal messages ({self.limit} bytes)")
         self.queue += queue
         self.queue_from += [source] * len(queue)
-        self.queue_to += [self._queue_shard(e) for e in to_queue]
+        if self.queue_shards == 1:
+            self.queue_to += [0] * len(queue)  # _queue_shard's answer for every item
+        else:
+            self.queue_to += [self._queue_shard(e) for e in to_queue]
         if cache:
             self.cache += cache
             self.cache_from += [source] * len(cache)

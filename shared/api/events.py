@@ -34,7 +34,7 @@ from shared.api.podgroup import QUALIFIED_KIND as POD_GROUP_V1ALPHA2
 from shared.api.podgroup import SchedulingPodGroup, pod_group_errors
 from shared.api.podparse import TemplateKey, memoize, parse_pod, template_key
 from shared.api.podresources import pod_resources_errors
-from shared.api.schema import MAX_STRICT_ERRORS, unknown_in
+from shared.api.schema import MAX_STRICT_ERRORS, unknown_beside, unknown_in
 from shared.api.validation import (
     SHOWN_MAX,
     go_escape,
@@ -216,7 +216,7 @@ def _api_checks(kind: Kind, raw: dict[str, Any], key: TemplateKey | None) -> lis
     invalid, in_spec = _spec_checks(raw.get("spec"), key)
     if invalid:
         raise BadEvent(invalid_message("Pod", str(raw["metadata"].get("name")), invalid))
-    rest = unknown_in({k: v for k, v in raw.items() if k != "spec"}, "Pod")
+    rest = unknown_beside(raw, "Pod", "spec")
     if not in_spec:
         return rest
     # kubectl's order: the top-level fields sorted, spec's paths in spec's place
@@ -340,16 +340,17 @@ def _key_path(path: str, key: Any) -> str:
 
 
 def _fill_names(raw: dict[str, Any], kind: Kind, namespace: str, name: str) -> dict[str, Any]:
+    """`raw` with the subject's names where it has none. Filled in place: `raw` was
+    decoded from the event's bytes just before, and nothing else holds it."""
     meta = raw.get("metadata")
     if meta is None:
-        meta = {}
+        meta = raw["metadata"] = {}
     if not isinstance(meta, dict):
         raise BadEvent("metadata must be an object")
-    meta = dict(meta)
     _agree(meta, "name", name)
     if kind not in ("node", "priorityclass"):  # cluster-scoped
         _agree(meta, "namespace", namespace)
-    return {**raw, "metadata": meta}
+    return raw
 
 
 def _agree(meta: dict[str, Any], field: str, from_subject: str) -> None:

@@ -140,13 +140,29 @@ def parse_pod(raw: dict[str, Any], key: TemplateKey | None = _UNSET) -> Pod:
         memoize(_SPEC_MEMO, packed, spec)
         return pod
     if node_name is not None:
-        known = _with_node_name(known, node_name)
+        known = _bound_spec(packed, known, node_name)
     try:
         return _plain_pod(raw, known)
     except _NotPlain:
         pod = Pod.model_validate({k: v for k, v in raw.items() if k != "spec"})
         pod.spec = known
         return pod
+
+
+# A template's spec with a node's name, by (template, node): the bound pods of a
+# template on one node share it, as the template's pods share theirs.
+_BOUND_SPEC_MEMO: dict[tuple[bytes, str], PodSpec] = {}
+
+
+def _bound_spec(packed: bytes, template: PodSpec, node_name: str) -> PodSpec:
+    key = (packed, node_name)
+    spec = _BOUND_SPEC_MEMO.get(key)
+    if spec is None:
+        spec = _with_node_name(template, node_name)
+        if len(_BOUND_SPEC_MEMO) >= SPEC_MEMO_MAX:
+            del _BOUND_SPEC_MEMO[next(iter(_BOUND_SPEC_MEMO))]
+        _BOUND_SPEC_MEMO[key] = spec
+    return spec
 
 
 def _with_node_name(spec: PodSpec, node_name: str) -> PodSpec:
@@ -254,8 +270,25 @@ def _condition(cond: Any) -> PodCondition:
 
 
 def _fields_set(data: dict[str, Any], fields: dict[str, str]) -> set[str]:
-    """The fields an input sets, as validation counts them: those present by alias."""
-    return {fields[key] for key in data if key in fields}
+    """The fields an input sets, as validation counts them: those present by alias.
+    Inputs of one kind come with the same few key lists: each one's set is made once
+    (and copied: a model adds to its own on assignment)."""
+    if len(data) > FIELDS_SET_MEMO_KEYS:
+        return {fields[k] for k in data if k in fields}
+    key = (id(fields), tuple(data))
+    known = _FIELDS_SET_MEMO.get(key)
+    if known is None:
+        known = frozenset(fields[k] for k in data if k in fields)
+        if len(_FIELDS_SET_MEMO) >= FIELDS_SET_MEMO_MAX:
+            _FIELDS_SET_MEMO.clear()
+        _FIELDS_SET_MEMO[key] = known
+    return set(known)
+
+
+# _fields_set's sets by (the builder's fields, the input's keys in order).
+_FIELDS_SET_MEMO: dict[tuple[int, tuple[Any, ...]], frozenset[str]] = {}
+FIELDS_SET_MEMO_MAX = 1024
+FIELDS_SET_MEMO_KEYS = 16  # an input with more keys than its model has fields: not kept
 
 
 def _str_map(value: Any) -> dict[str, str]:

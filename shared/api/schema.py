@@ -105,12 +105,27 @@ def unknown_in(value: Mapping[str, Any], type_name: str, path: str = "") -> list
     return paths
 
 
+def unknown_beside(value: Mapping[str, Any], type_name: str, field: str) -> list[str]:
+    """unknown_in for `value` without its `field` (a field of the type, checked apart),
+    without copying `value` when nothing is unknown (a pod's event without its spec)."""
+    nested = _NESTED_BESIDE.get((type_name, field))
+    if nested is None:
+        nested = {k: v for k, v in _NESTED[type_name].items() if k != field}
+        _NESTED_BESIDE[type_name, field] = nested
+    if _known(value, nested, _NAMES[type_name]):
+        return []
+    return unknown_in({k: v for k, v in value.items() if k != field}, type_name)
+
+
 # Per type: its field names, and its object and list fields (is a list, item type).
 _NAMES = {name: frozenset(fields) for name, fields in SCHEMA.items()}
 _NESTED = {
     name: {f: (fd.kind == "list", fd.type) for f, fd in fields.items() if fd.type}
     for name, fields in SCHEMA.items()
 }
+
+# _NESTED[type] without one field, by (type, field): unknown_beside's.
+_NESTED_BESIDE: dict[tuple[str, str], dict[str, tuple[bool, str]]] = {}
 
 
 def _known(
@@ -121,9 +136,10 @@ def _known(
     if not names.issuperset(value):
         return False
     for key, item in value.items():
-        if not isinstance(item, dict | list) or key not in nested:
+        found = nested.get(key)  # most fields are scalars or maps: nothing below to check
+        if found is None:
             continue
-        is_list, type_name = nested[key]
+        is_list, type_name = found
         sub, sub_names = _NESTED[type_name], _NAMES[type_name]
         if is_list:
             if isinstance(item, list) and not all(
