@@ -8,6 +8,7 @@ to public subjects are JSON so that any client can read them.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -42,8 +43,19 @@ def text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+# One packer per thread, reused: msgpack.packb builds a Packer and its buffer at every
+# call, which costs more than packing a small value (a queue record's fields, a key)
+# and is paid several times per pod by queue and cache. Per thread, because a Packer's
+# buffer is shared state; it packs no callback, so no call re-enters it.
+_packers = threading.local()
+
+
 def pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
+    try:
+        packer: msgpack.Packer = _packers.packer
+    except AttributeError:
+        packer = _packers.packer = msgpack.Packer(use_bin_type=True)
+    return packer.pack(obj)
 
 
 _header_packer = msgpack.Packer(use_bin_type=True)

@@ -307,7 +307,7 @@ class SchedulingQueue(LapsedAttempts):
         else:
             self._place(qpi, ACTIVE, event)
             self._nominate(qpi, nominated_node_name(raw))
-        if pod_group_of(raw) or gang_of(raw):
+        if pod_group_of(raw) or _names_a_gang(raw):
             # A new member may complete a gang that Coscheduling rejected or that
             # GangScheduling's PreEnqueue holds. Only for gang pods: every other pod add
             # would make the queue look at all its unschedulable pods for nothing.
@@ -543,3 +543,10 @@ class SchedulingQueue(LapsedAttempts):
         self._moves.forget(key)
         self.nominator.delete(key)
         self.dirty.add(key)
+
+
+def _names_a_gang(raw: dict[str, Any]) -> bool:
+    """gang_of(raw) != "", looked up only when the spec has a field naming a gang: a
+    plain pod, most added, has neither."""
+    spec = raw.get("spec") or {}
+    return ("schedulingGroup" in spec or "workloadRef" in spec) and bool(gang_of(raw))

@@ -93,6 +93,8 @@ MAX_POP = 1000
 MAX_POP_WAIT_MS = 30_000
 # a pop written later than its worker's timeout less this is put back, not answered
 POP_REPLY_MARGIN = 1.0
+# the sub-queues scheduler_pending_pods reports
+_PENDING_GAUGED = ("active", "backoff", "unschedulable", "gated")
 
 
 def queue_settings(rt: Runtime) -> dict[str, float]:
@@ -161,6 +163,8 @@ class QueueService:
         self._fencing: asyncio.Task[None] | None = None
         reg = rt.registry
         self.pending = metrics.PENDING_PODS.gauge(reg)
+        # each sub-queue's series, looked up once: set at every request and tick
+        self._pending_series = {name: self.pending.labels(name) for name in _PENDING_GAUGED}
         self.incoming = metrics.QUEUE_INCOMING_PODS.counter(reg)
         self.lease_expired = metrics.QUEUE_LEASE_EXPIRED.counter(reg)
         self.inflight_events = metrics.QUEUE_INFLIGHT_EVENTS.gauge(reg)
@@ -469,8 +473,8 @@ class QueueService:
 
     def _notify(self) -> None:
         counts = self.q.counts()
-        for name in ("active", "backoff", "unschedulable", "gated"):
-            self.pending.labels(name).set(counts.get(name, 0))
+        for name, series in self._pending_series.items():
+            series.set(counts.get(name, 0))
         for (queue, event), n in self.q.take_incoming().items():
             self.incoming.labels(queue, event).inc(n)
         self._set_unschedulable_pods()
