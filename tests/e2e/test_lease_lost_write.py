@@ -3,7 +3,8 @@ the same try, and renews. The write used to be waited on until the renew deadlin
 write lost when the bucket's Raft leader stepped down (a frozen server thawing into a
 group that had elected another) cost the leader its lease to a standby that met the same
 silence, which takes over a lease duration less the renew deadline after the bucket
-answers it (test_lease_silent_store failed so in CI, the watcher's lease taken).
+answers it (one of two ways test_lease_silent_store could lose the watcher's lease, as
+it did once in CI; docs/reliability.md, "A silent lease store").
 
 The bucket is a real nats-server's; only the delivery of one write is held back, by a
 LeaseStore that keeps the first renewal it is given (a lost write, or one that lands
