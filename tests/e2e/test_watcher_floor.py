@@ -47,6 +47,15 @@ async def led_again(js: JetStreamContext) -> bool:
     return True
 
 
+async def consumer_led(js: JetStreamContext, name: str) -> bool:
+    """The consumer's group has a leader."""
+    try:
+        info = await js.consumer_info(CLUSTER_STREAM, name)
+    except Exception:
+        return False
+    return info.cluster is not None and bool(info.cluster.leader)
+
+
 async def publisher_consumer(js: JetStreamContext) -> str:
     """An ephemeral (R1) consumer, as a publisher makes; returns the server leading it."""
     info = await js.add_consumer(
@@ -69,10 +78,13 @@ async def test_the_watchers_ack_floor_is_read_while_a_publishers_consumer_is_los
         # leaves unanswered is asked again (one CI run timed out here once)
         await retry_forever("ensure streams", lambda: ensure_streams(js, replicas=3))
         await js.add_consumer(CLUSTER_STREAM, consumer_config("watcher-1", 0))
+        # the new consumer's own group elects its leader first: a pull sent before that
+        # is refused with 503 (one CI run failed so)
+        assert await eventually(lambda: consumer_led(js, "watcher-1"), 60)
         for i in range(3):
             await js.publish(f"{CLUSTER_PREFIX}.pods.default.p{i}", b"{}")
         sub = await js.pull_subscribe_bind("watcher-1", stream=CLUSTER_STREAM)
-        msgs = await sub.fetch(3, timeout=10)
+        msgs = await retry_forever("fetch", lambda: sub.fetch(3, timeout=10))
         await msgs[-1].ack_sync()  # ack-all: the floor is the third message
         victim = await publisher_consumer(js)
         await asyncio.to_thread(cluster.kill, cluster.index(victim))
