@@ -50,22 +50,23 @@ def text(value: bytes | str) -> str:
 _packers = threading.local()
 
 
-def pack(obj: Any) -> bytes:
+def _packer() -> msgpack.Packer:
     try:
         packer: msgpack.Packer = _packers.packer
     except AttributeError:
         packer = _packers.packer = msgpack.Packer(use_bin_type=True)
-    return packer.pack(obj)
+    return packer
 
 
-_header_packer = msgpack.Packer(use_bin_type=True)
+def pack(obj: Any) -> bytes:
+    return _packer().pack(obj)
 
 
 def pack_with(item: Mapping[str, Any], field: str, packed: bytes) -> bytes:
     """pack(item), where `packed` is pack(item[field]) made before: the object is not
     packed again. The field comes last (a map's order means nothing to its reader)."""
     rest = {k: v for k, v in item.items() if k != field}
-    header = _header_packer.pack_map_header
+    header = _packer().pack_map_header
     body = pack(rest)[len(header(len(rest))) :]
     return header(len(rest) + 1) + body + pack(field) + packed
 

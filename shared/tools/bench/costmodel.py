@@ -26,7 +26,7 @@ import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from shared.tools.bench.report import save_chart
@@ -153,7 +153,7 @@ CYCLE_GROWTH_TO_100K = 0.696 - 0.178
 
 
 def at_100k(costs: Costs) -> Costs:
-    return replace(costs, worker_fixed=costs.worker_fixed + CYCLE_GROWTH_TO_100K)
+    return at_nodes(costs, CYCLE_GROWTH_TO_100K)
 
 
 # --- fitted to a run ------------------------------------------------------------------
@@ -255,10 +255,6 @@ def one_cache(costs: Costs) -> str:
         if costs.cache > 0
         else ""
     )
-
-
-def as_json(costs: Costs) -> dict[str, float]:
-    return asdict(costs)
 
 
 def samples_from(results: Path) -> tuple[list[Sample], int]:

@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import subprocess
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,6 @@ from shared.tools.bench.costmodel import (
     CORES_PER_MACHINE,
     MACHINES,
     Sample,
-    as_json,
     best,
     draw,
     fitted,
@@ -311,7 +311,7 @@ def _cost_model(runs: list[BenchResult], cycle: dict[int, float]) -> CostModel |
         "scenarios": [
             {
                 "label": label,
-                "costs": as_json(costs),
+                "costs": asdict(costs),
                 "ten_machines": p.rate if (p := best(costs, 10 * CORES_PER_MACHINE)) else 0.0,
             }
             for label, costs in chosen
