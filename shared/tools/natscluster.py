@@ -105,6 +105,14 @@ class NatsCluster:
         current = {r["name"] for r in meta.get("replicas") or [] if r.get("current")}
         return meta.get("leader") == leader and live - {leader} <= current
 
+    def meta_leader(self) -> int:
+        """The server that leads the JetStream meta group (which answers, among others,
+        every stream info request)."""
+        leader = _meta_cluster(self.members[self.alive()[0]]).get("leader")
+        if not isinstance(leader, str):
+            raise LookupError("the JetStream meta group has no leader")
+        return self.index(leader)
+
     def client_names(self, i: int) -> list[str]:
         """The names of the clients connected to server i (its /connz)."""
         url = f"{_monitor(self.members[i])}/connz?limit=1024"

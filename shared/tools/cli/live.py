@@ -17,9 +17,10 @@ import nats
 import nats.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
-from nats.js.errors import NotFoundError
+from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from shared.api.names import object_key
 from shared.runtime.natsurl import server_list
@@ -40,10 +41,14 @@ CONNECT_TIMEOUT_SECONDS = 3.0
 # After a lost server: tries per server (one every half second) before a command gives up.
 RECONNECT_ATTEMPTS = 10
 RECONNECT_WAIT_SECONDS = 0.5
-# A JetStream API request that reaches a leader lost a moment ago goes unanswered, not
-# queued (nats-server's Raft elects another 4-9 s after the leader falls silent): a
-# command asks again, up to this many times nats-py's 5 s timeout.
-API_TRIES = 3
+# A JetStream API request sent while a Raft group elects its leader (4-9 s after the
+# old one fell silent) goes unanswered, or is refused at once with 503 "JetStream
+# system temporarily unavailable" when the group is JetStream's own meta group: a
+# command asks again, a pause apart, for this long before it gives up.
+API_PATIENCE_SECONDS = 15.0
+API_RETRY_PAUSE_SECONDS = 0.25
+# What a request that may be answered when asked again raises.
+NOT_YET_ANSWERED = (nats.errors.TimeoutError, ServiceUnavailableError, NoRespondersError)
 DISCOVERY_WAIT_SECONDS = 0.5
 DISCOVERY_QUIET_SECONDS = 0.1
 
@@ -99,15 +104,26 @@ async def connect(url: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> NATS:
     )
 
 
-async def answered(request: Callable[[], Awaitable[T]]) -> T:
-    """A JetStream API request, asked again while it goes unanswered (see API_TRIES)."""
-    for _ in range(API_TRIES - 1):
-        with contextlib.suppress(nats.errors.TimeoutError):
+async def answered(
+    request: Callable[[], Awaitable[T]], patience: float = API_PATIENCE_SECONDS
+) -> T:
+    """A JetStream API request, asked again while it goes unanswered or JetStream says
+    it is temporarily unavailable, for `patience` seconds (see API_PATIENCE_SECONDS)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + patience
+    while True:
+        try:
             return await request()
-    try:
-        return await request()
-    except nats.errors.TimeoutError:
-        raise CliError("NATS did not answer: no JetStream leader for the stream?") from None
+        except NOT_YET_ANSWERED as err:
+            if loop.time() + API_RETRY_PAUSE_SECONDS >= deadline:
+                raise CliError(
+                    f"NATS did not answer ({describe(err)}): no JetStream leader for the stream?"
+                ) from None
+        await asyncio.sleep(API_RETRY_PAUSE_SECONDS)
+
+
+def describe(err: Exception) -> str:
+    return str(err) or type(err).__name__
 
 
 async def require_stream(js: JetStreamContext, stream: str = CLUSTER_STREAM) -> int:
