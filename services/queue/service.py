@@ -156,7 +156,7 @@ class QueueService:
         # events come from the watcher's leader only: a deposed one's are refused
         self.watchers = rt.watcher_floors()  # each watcher shard fenced by its epoch
         self._wake = asyncio.Event()
-        self._counters_written: tuple[int, int] | None = None  # as Redis holds them
+        self._cycle_written: int | None = None  # the scheduling cycle as Redis holds it
         self._batch_stamps: dict[str, float] = {}  # the stage times of the events applied
         # Lapsed attempts waiting for their fence, and the task fencing a batch of them.
         self._lapsed: dict[str, Lapsed] = {}
@@ -564,26 +564,29 @@ class QueueService:
 
     def _changes(self, pipe: FencedBatch) -> Callable[[], None] | None:
         """None when nothing changed since the last write: a flush that a woken pop's
-        write already covered (_written_with_woken_pops) costs no round trip."""
+        write already covered (_written_with_woken_pops) costs no round trip.
+
+        A move alone writes nothing either: it sets the move request cycle, which no
+        decision reads (queueing hints and in-flight events decide, and those are not
+        persisted), so it goes to Redis with the next write. A queue shard takes the
+        moves of every watcher shard, most of them in messages holding nothing else: one
+        fenced round trip each, were the move request cycle written for itself."""
         dirty = self.q.take_dirty()
-        counters = self._counters()
-        if not dirty and counters == self._counters_written:
+        cycle = self.q.scheduling_cycle
+        if not dirty and cycle == self._cycle_written:
             return None
         self._queue_state(pipe, dirty)
-        before, self._counters_written = self._counters_written, counters
+        before, self._cycle_written = self._cycle_written, cycle
 
         def undo() -> None:
             self.q.dirty |= dirty
-            self._counters_written = before
+            self._cycle_written = before
 
         return undo
 
-    def _counters(self) -> tuple[int, int]:
-        return self.q.scheduling_cycle, self.q.move_request_cycle
-
     def _everything(self, pipe: FencedBatch) -> None:
         self.q.take_dirty()
-        self._counters_written = self._counters()
+        self._cycle_written = self.q.scheduling_cycle
         self._queue_state(pipe, {key for key, _ in self.q.pending()})
 
     def _queue_state(self, pipe: FencedBatch, changed: set[str]) -> None:

@@ -127,3 +127,31 @@ async def test_a_pod_for_a_waiting_pop_is_written_once_with_its_pop(
         await redis.aclose()
     # one write per round; the queue's tick may add one now and then
     assert writes <= rounds + 1, writes
+
+
+async def test_moves_alone_cost_the_queue_no_write(stack: LocalStack, nc: NATS) -> None:
+    """A queue shard takes every watcher shard's moves, most in messages with nothing
+    else (a bound pod of another shard): they set the move request cycle, which no
+    decision reads, so they cost no fenced round trip of their own. A move that brings
+    a pod back is written."""
+    redis = aioredis.Redis.from_url(stack.redis_url)
+    try:
+        await add_pods(nc, ["m0", "m1"])
+        popped = await request(nc, QUEUE_POP, {"max": 2, "wait_ms": 1000})
+        first, _ = popped["pods"]  # the other stays in flight
+        report = {"key": first["key"], "cycle": first["cycle"], "outcome": "unschedulable"}
+        report |= {"message": "0/1 nodes are available", "plugins": ["NodeResourcesFit"]}
+        await request(nc, QUEUE_POP, {"max": 0, "wait_ms": 0, "reports": [report]})
+        assert await where(nc, first["key"]) == "unschedulable"
+        bound = make_pod("elsewhere") | {"spec": {"nodeName": "n1"}}
+        moves = [{"op": "move", "resource": "Pod", "action": "Add", "new": bound}]
+        before = (await read_marker(redis, "queue")).writes
+        for _ in range(5):
+            await request_all(nc, QUEUE_EVENTS, moves, "events", {"epoch": 0})
+        assert (await read_marker(redis, "queue")).writes == before
+        freed = [{"op": "move", "resource": "Pod", "action": "Delete", "old": bound}]
+        await request_all(nc, QUEUE_EVENTS, freed, "events", {"epoch": 0})
+        assert await where(nc, first["key"]) in ("backoff", "active")
+        assert (await read_marker(redis, "queue")).writes > before
+    finally:
+        await redis.aclose()
