@@ -29,12 +29,12 @@ from shared.api.models import Pod, PriorityClass
 from shared.api.priority import PriorityClasses, admit_event
 from shared.messages import BindRequest, CacheEvent, QueueEvent, requests_in
 from shared.routing import TERMINAL_PHASES, Informer, route, stamped
+from shared.sharding import stored_pod_subject
 from shared.subjects import (
     BIND_STREAM,
     BIND_SUBJECT,
-    CLUSTER_PREFIX,
     CLUSTER_STREAM,
-    pod_subject,
+    WHOLE_STREAM,
 )
 from shared.wire import unpack
 
@@ -91,7 +91,7 @@ async def read_latest(js: JetStreamContext) -> Latest:
             caught_up.set()
 
     sub = await js.subscribe(
-        f"{CLUSTER_PREFIX}.>",
+        WHOLE_STREAM,
         stream=CLUSTER_STREAM,
         cb=on_msg,
         ordered_consumer=True,
@@ -149,7 +149,7 @@ async def pending_pods(js: JetStreamContext, pod_keys: set[str]) -> dict[str, tu
 
     async def latest(key: str) -> tuple[str, ClusterEvent | None]:
         namespace, _, name = key.partition("/")
-        subject = pod_subject(namespace, name)
+        subject = stored_pod_subject(namespace, name)
         try:
             last = await js.get_last_msg(CLUSTER_STREAM, subject)
             return key, decode_cluster_event(subject, last.data or b"", last.headers, last.seq or 0)

@@ -21,9 +21,14 @@ from typing import Any, TypeVar
 from shared.api.workload import gang_of
 from shared.podgroups import pod_group_of
 from shared.subjects import (
-    NODES_PREFIX,
+    CLUSTER_FILTERS,
+    CLUSTER_PREFIX,
+    PARTITIONED_PODS_PREFIX,
+    PARTITIONS_PROBE,
+    PARTITIONS_PROBED,
     PODS_PREFIX,
     PRIORITYCLASSES_PREFIX,
+    pod_subject,
     queue_shard_subject,
 )
 
@@ -61,19 +66,50 @@ def node_partition(name: str, partitions: int = PARTITIONS) -> int:
 
 
 def mapping_config(partitions: int = PARTITIONS) -> str:
-    """The nats-server configuration's `mappings` block that inserts each pod's and
-    node's partition after the kind: `ksched.cluster.pods.<p>.<ns>.<name>`,
-    `ksched.cluster.nodes.<p>.<name>`. Two lines per kind: `*` matches one token, and
-    dotted names need the `>` form."""
+    """The nats-server configuration's `mappings` block that stores each pod's events
+    under its partition, `ksched.partitioned.pods.<p>.<ns>.<name>` (PARTITIONED_PODS_PREFIX),
+    and answers the services' probe with the partition count. Two lines for pods: `*`
+    matches one token, and dotted names need the `>` form. Every server of a cluster
+    needs the same block (a publish is mapped by the server it enters)."""
     pod = f"{{{{partition({partitions},1,2)}}}}.{{{{wildcard(1)}}}}.{{{{wildcard(2)}}}}"
-    node = f"{{{{partition({partitions},1)}}}}.{{{{wildcard(1)}}}}"
     lines = [
-        f'  "{PODS_PREFIX}.*.*": "{PODS_PREFIX}.{pod}"',
-        f'  "{PODS_PREFIX}.*.*.>": "{PODS_PREFIX}.{pod}.>"',
-        f'  "{NODES_PREFIX}.*": "{NODES_PREFIX}.{node}"',
-        f'  "{NODES_PREFIX}.*.>": "{NODES_PREFIX}.{node}.>"',
+        f'  "{PODS_PREFIX}.*.*": "{PARTITIONED_PODS_PREFIX}.{pod}"',
+        f'  "{PODS_PREFIX}.*.*.>": "{PARTITIONED_PODS_PREFIX}.{pod}.>"',
+        f'  "{PARTITIONS_PROBE}.*": "{PARTITIONS_PROBED}.{{{{wildcard(1)}}}}.{partitions}"',
     ]
     return "mappings = {\n" + "\n".join(lines) + "\n}\n"
+
+
+# --- stored pod subjects ----------------------------------------------------------------
+# Whether this process's NATS server maps pods into partitions, and into how many: set
+# once, when the service has probed its server (shared/runtime/partitions.py). A pod's
+# latest event is read back by its stored subject (fencing, preemption, a binding's
+# check, a rebuild), which names its partition when the server maps.
+
+_stored_partitions: list[int | None] = [None]
+
+
+def use_partitions(partitions: int | None) -> None:
+    """What the server's mapping is: its partition count, or None (no mapping)."""
+    if partitions is not None and partitions != PARTITIONS:
+        raise ValueError(
+            f"the NATS server maps pods into {partitions} partitions; ksched needs "
+            f"{PARTITIONS} (mapping_config() in shared/sharding.py, docs/scale.md §4)"
+        )
+    _stored_partitions[0] = partitions
+
+
+def stored_partitions() -> int | None:
+    return _stored_partitions[0]
+
+
+def stored_pod_subject(namespace: str, name: str) -> str:
+    """The subject a pod's events are stored under: its public one, or with the server's
+    mapping, its partition's."""
+    if _stored_partitions[0] is None:
+        return pod_subject(namespace, name)
+    part = pod_partition(namespace, name)
+    return f"{PARTITIONED_PODS_PREFIX}.{part}.{namespace}.{name}"
 
 
 @dataclass(frozen=True)
@@ -145,11 +181,29 @@ class WatcherShard(Shard):
             return f"{WATCHER}-{epoch}"
         return f"{WATCHER}-{self.shard}-{epoch}"
 
+    def filter_subjects(self, partitions: int | None) -> list[str]:
+        """What its consumer takes of the cluster stream. Without the server's mapping
+        (`partitions` None) the whole stream, each shard keeping its own by `handles`.
+        With it, a shard's own partitions alone, and the PriorityClasses every shard
+        admits pods by; shard 0 also takes the rest of the stream (every other kind, and a
+        pod event some server stored unmapped). So no shard reads another's pods."""
+        if partitions is None:
+            return [f"{CLUSTER_PREFIX}.>"]
+        if not self.sharded:
+            return list(CLUSTER_FILTERS)
+        own = ShardMap(self.shards, partitions).partitions_of(self.shard)
+        rest = f"{CLUSTER_PREFIX}.>" if self.shard == 0 else f"{PRIORITYCLASSES_PREFIX}.>"
+        return [rest, *(f"{PARTITIONED_PODS_PREFIX}.{p}.>" for p in own)]
+
     def handles(self, subject: str) -> bool:
         """Whether this shard handles the cluster event on `subject` (read before any
-        decode: what is not its own is acked unread)."""
+        decode: what is not its own is acked unread). A partitioned subject tells its
+        partition; every other pod's is hashed."""
         if not self.sharded:
             return True
+        if subject.startswith(_PARTITIONED):
+            part, _, _ = subject[len(_PARTITIONED) :].partition(".")
+            return part.isdigit() and ShardMap(self.shards).owner(int(part)) == self.shard
         if subject.startswith(_PODS):
             namespace, _, name = subject[len(_PODS) :].partition(".")
             if not namespace or not name:
@@ -159,10 +213,11 @@ class WatcherShard(Shard):
             return True
         return self.shard == 0
 
-    def reports(self, subject: str) -> bool:
+    def reports(self, subject: str, partitioned: bool = False) -> bool:
         """Whether this shard answers for a refused event on `subject` (its error and
-        its undo): a PriorityClass, read by every shard, is shard 0's to report."""
-        return self.handles(subject) and (
+        its undo): a PriorityClass, read by every shard, is shard 0's to report. A
+        consumer of the server's partitions (`partitioned`) got only its own events."""
+        return (partitioned or self.handles(subject)) and (
             self.shard == 0 or not subject.startswith(_PRIORITYCLASSES)
         )
 
@@ -178,6 +233,7 @@ def _pod_owner(shards: int, namespace: str, name: str) -> int:
 
 
 _PODS = f"{PODS_PREFIX}."
+_PARTITIONED = f"{PARTITIONED_PODS_PREFIX}."
 _PRIORITYCLASSES = f"{PRIORITYCLASSES_PREFIX}."
 
 

@@ -33,6 +33,24 @@ REPLICASETS_PREFIX = f"{CLUSTER_PREFIX}.replicasets"
 STATEFULSETS_PREFIX = f"{CLUSTER_PREFIX}.statefulsets"
 REPLICATIONCONTROLLERS_PREFIX = f"{CLUSTER_PREFIX}.replicationcontrollers"
 
+# Pods as JetStream stores them when the NATS servers map pod subjects into partitions
+# (shared/sharding.py mapping_config, docs/scale.md §4): `<prefix>.<partition>.<namespace>.
+# <name>`. Users still publish on PODS_PREFIX; the server rewrites the subject before the
+# stream sees it, so that each watcher shard can consume its own partitions alone. A prefix
+# apart from CLUSTER_PREFIX: the rest of the cluster stream is then one filter subject that
+# overlaps none of the partitions', and a stored subject published again (an undo) is not
+# mapped a second time.
+PARTITIONED_PODS_PREFIX = "ksched.partitioned.pods"
+# Every subject of the cluster stream, as a consumer's filter subjects; as one filter
+# (an ordered consumer's), with the stream named: WHOLE_STREAM.
+CLUSTER_FILTERS: tuple[str, ...] = (f"{CLUSTER_PREFIX}.>", f"{PARTITIONED_PODS_PREFIX}.>")
+WHOLE_STREAM = ">"
+# How a service learns whether its server maps pods, and into how many partitions: it
+# publishes on PARTITIONS_PROBE.<id>, which the mapping rewrites to
+# PARTITIONS_PROBED.<id>.<partitions> (shared/runtime/partitions.py).
+PARTITIONS_PROBE = "ksched.probe.partitions"
+PARTITIONS_PROBED = "ksched.probe.partitioned"
+
 # Each kind of object on the cluster stream: its prefix, and whether its subjects
 # name a namespace (<prefix>.<namespace>.<name>) or not (<prefix>.<name>). The one
 # table the watcher's door, the CLI's cluster view and the tools read subjects by.
@@ -59,12 +77,17 @@ _KINDS_BY_WORD = {
 }
 
 
+_PARTITIONED_DOT = f"{PARTITIONED_PODS_PREFIX}."
+
+
 def object_of_subject(subject: str) -> tuple[str, str, str] | None:
     """(kind, namespace, name) of the object a cluster subject names ("" namespace for
     a cluster-scoped kind), or None when the subject names none. One look-up: the
-    watcher reads every event's subject."""
+    watcher reads every event's subject. A pod's stored subject (its partition in it)
+    names the pod its public one does."""
     if not subject.startswith(_CLUSTER_DOT):
-        return None
+        public = public_subject(subject)
+        return None if public is subject else object_of_subject(public)
     word, dot, rest = subject[len(_CLUSTER_DOT) :].partition(".")
     found = _KINDS_BY_WORD.get(word) if dot else None
     if found is None:
@@ -74,6 +97,17 @@ def object_of_subject(subject: str) -> tuple[str, str, str] | None:
         return (kind, "", rest) if rest else None
     namespace, _, name = rest.partition(".")
     return (kind, namespace, name) if namespace and name else None
+
+
+def public_subject(subject: str) -> str:
+    """The subject a stored pod subject was published on (its partition taken out);
+    any other subject as it is."""
+    if not subject.startswith(_PARTITIONED_DOT):
+        return subject
+    part, dot, rest = subject[len(_PARTITIONED_DOT) :].partition(".")
+    if not (dot and part.isdigit() and rest):
+        return subject
+    return f"{PODS_PREFIX}.{rest}"
 
 
 # --- public: Kubernetes Event objects and rejected input ---------------------
@@ -232,7 +266,7 @@ STREAMS: tuple[StreamSpec, ...] = (
     # watcher lists by replaying the stream, then keeps watching.
     StreamSpec(
         CLUSTER_STREAM,
-        [f"{CLUSTER_PREFIX}.>"],
+        list(CLUSTER_FILTERS),
         # Two, not one: the event before a refused one is what undoing it restores
         # (services/watcher/undo.py).
         max_msgs_per_subject=2,

@@ -53,7 +53,7 @@ from shared.runtime.publish import Conflict, publish_event, write_pod
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request, request_all
 from shared.runtime.service import Runtime
-from shared.sharding import QueueShard, by_pod_owner, pod_gang, queue_shards
+from shared.sharding import QueueShard, by_pod_owner, pod_gang, queue_shards, stored_pod_subject
 from shared.stages import BINDING, Stamps, encode
 from shared.subjects import (
     BIND_DEAD_LETTER,
@@ -68,7 +68,6 @@ from shared.subjects import (
     PERMIT_VERDICTS,
     QUEUE_REPORT,
     STAGES_HEADER,
-    pod_subject,
 )
 from shared.wire import unpack
 
@@ -284,7 +283,7 @@ class Binder:
 
     async def _already_bound(self, pod: PodInfo, node: str) -> bool:
         meta = pod.pod.metadata
-        subject = pod_subject(meta.namespace, meta.name)
+        subject = stored_pod_subject(meta.namespace, meta.name)
         try:
             last = await self.rt.js.get_last_msg(CLUSTER_STREAM, subject)
             ev = decode_cluster_event(subject, last.data or b"", last.headers, last.seq or 0)

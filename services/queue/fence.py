@@ -25,7 +25,8 @@ from nats.js import JetStreamContext
 from services.queue.queue import QueuedPodInfo
 from shared.api.podstatus import REASON_SCHEDULER_ERROR, unschedulable_pod
 from shared.runtime.publish import Conflict, write_pod
-from shared.subjects import CLUSTER_STREAM, pod_subject
+from shared.sharding import stored_pod_subject
+from shared.subjects import CLUSTER_STREAM
 from shared.wire import decode_user_payload
 
 log = logging.getLogger("ksched.queue")
@@ -84,7 +85,7 @@ async def _moved_on(js: JetStreamContext, lapsed: Lapsed) -> Fence:
     """The subject is past the version the queue knows: bound, deleted, or updated."""
     namespace, _, name = lapsed.key.partition("/")
     try:
-        last = await js.get_last_msg(CLUSTER_STREAM, pod_subject(namespace, name))
+        last = await js.get_last_msg(CLUSTER_STREAM, stored_pod_subject(namespace, name))
         event = decode_user_payload(last.data or b"", last.headers)
     except Exception as err:  # the subject may be gone (purged), or hold no JSON
         log.warning("fence of %s: latest version unread: %s", lapsed.key, err)

@@ -47,6 +47,7 @@ from shared.subjects import (
     QUEUE_EVENTS,
     TRUNCATED_HEADER,
     error_subject,
+    public_subject,
 )
 from shared.wire import Chunk, body_limit, is_msgpack
 
@@ -92,11 +93,17 @@ class Watcher:
         self.warnings = metrics.WATCH_EVENT_WARNINGS.counter(rt.registry)
         self.deliveries = Deliveries()  # to notice deliveries lost with a NATS server
         self._leave = asyncio.Event()  # ends the current consume round
+        self.filters: list[str] = []  # what its consumer takes of the stream (run)
+        self.partitioned = False  # whether that is its own events alone
 
     async def run(self) -> None:
+        # With the server's partition mapping a shard's consumer takes its own events
+        # alone; without it, the whole stream, the others' acked unread.
+        self.filters = self.shard.filter_subjects(self.rt.partitions)
+        self.partitioned = self.rt.partitions is not None
         durable = await retry_forever(
             "take over the cluster stream",
-            lambda: take_over(self.rt.takeover_js, self.rt.epoch, self.shard),
+            lambda: take_over(self.rt.takeover_js, self.rt.epoch, self.shard, self.filters),
         )
         await retry_forever("list the priority classes", self._list_priority_classes)
         await retry_forever(
@@ -117,7 +124,9 @@ class Watcher:
         )
         if after is None:
             return False
-        await retry_forever("rewind the cluster stream", lambda: rewind(js, durable, after))
+        await retry_forever(
+            "rewind the cluster stream", lambda: rewind(js, durable, after, self.filters)
+        )
         self.deliveries.restart()
         return True
 
@@ -140,8 +149,9 @@ class Watcher:
 
     async def _handle_own(self, msgs: list[Msg]) -> None:
         """A shard handles its own events; the others' are acked unread (with the
-        batch: the ack of its last message), as if handled."""
-        if not self.shard.sharded:
+        batch: the ack of its last message), as if handled. A consumer of the server's
+        partitions gets nothing else."""
+        if not self.shard.sharded or self.partitioned:
             await self._handle(msgs)
             return
         own = [msg for msg in msgs if self.shard.handles(msg.subject)]
@@ -198,7 +208,8 @@ class Watcher:
         warning = self.field_warnings.to_warn(ev)
         if warning:
             self.warnings.labels(ev.kind).inc()
-            log.warning("warning on %s: %s", msg.subject, warning, extra={"subject": msg.subject})
+            subject = public_subject(msg.subject)  # as published: no partition in it
+            log.warning("warning on %s: %s", subject, warning, extra={"subject": subject})
         to_queue, to_cache = stamped(route(ev, self.served, self.informer), seq)
         for item in to_queue:
             if item["op"] == "upsert":  # what the pod weighs in a pop reply
@@ -234,10 +245,11 @@ class Watcher:
         return child
 
     async def _reject(self, msg: Msg, reason: str) -> None:
-        if not self.shard.reports(msg.subject):
+        if not self.shard.reports(msg.subject, self.partitioned):
             return  # a PriorityClass every shard reads: shard 0 reports its refusal
         self.rejected.inc()
-        log.warning("rejected event on %s: %s", msg.subject, reason, extra={"subject": msg.subject})
+        subject = public_subject(msg.subject)  # as published: no partition in it
+        log.warning("rejected event on %s: %s", subject, reason, extra={"subject": subject})
         headers = {ERROR_HEADER: reason[:4000]}
         for key, value in (msg.headers or {}).items():
             if key.lower() == "content-type":
@@ -249,7 +261,7 @@ class Watcher:
             data = data[:limit]
 
         async def publish() -> None:
-            await self.rt.js.publish(error_subject(msg.subject), data, headers=headers)
+            await self.rt.js.publish(error_subject(subject), data, headers=headers)
 
         async def undo() -> None:
             await undo_refused(self.rt.js, msg.subject, stream_sequence(msg), msg.headers)

@@ -31,15 +31,19 @@ from shared.subjects import CLUSTER_PREFIX, CLUSTER_STREAM
 log = logging.getLogger("ksched.watcher")
 
 
-def consumer_config(name: str, after: int) -> ConsumerConfig:
+def consumer_config(name: str, after: int, filters: list[str] | None = None) -> ConsumerConfig:
+    """A leader's consumer, from just past `after`, taking `filters` of the cluster
+    stream (WatcherShard.filter_subjects; one filter goes as nats-server < 2.10 knows)."""
     start = (
         {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE, "opt_start_seq": after + 1}
         if after
         else {"deliver_policy": DeliverPolicy.ALL}
     )
+    filters = filters or [f"{CLUSTER_PREFIX}.>"]
+    subjects = {"filter_subject": filters[0]} if len(filters) == 1 else {"filter_subjects": filters}
     return ConsumerConfig(
         durable_name=name,
-        filter_subject=f"{CLUSTER_PREFIX}.>",
+        **subjects,
         ack_policy=AckPolicy.ALL,
         ack_wait=60,
         max_ack_pending=20_000,
@@ -47,15 +51,20 @@ def consumer_config(name: str, after: int) -> ConsumerConfig:
     )
 
 
-async def take_over(js: JetStreamContext, epoch: int, shard: WatcherShard = UNSHARDED) -> str:
-    """Create this leader's consumer and delete its shard's predecessors'; returns its
-    name."""
+async def take_over(
+    js: JetStreamContext,
+    epoch: int,
+    shard: WatcherShard = UNSHARDED,
+    filters: list[str] | None = None,
+) -> str:
+    """Create this leader's consumer (taking `filters` of the stream) and delete its
+    shard's predecessors'; returns its name."""
     name = shard.consumer_name(epoch)
     infos = [c for c in await watcher_consumers(js) if consumer_lane(c.name) == shard.lane]
     previous = [c for c in infos if c.name != name]
     after = acked_through(previous)
     if not any(c.name == name for c in infos):
-        await js.add_consumer(CLUSTER_STREAM, consumer_config(name, after))
+        await js.add_consumer(CLUSTER_STREAM, consumer_config(name, after, filters))
     for old in previous:
         with contextlib.suppress(Exception):  # already gone: deleted by a racing leader
             await js.delete_consumer(CLUSTER_STREAM, old.name)
@@ -74,10 +83,12 @@ async def rewind_point(js: JetStreamContext, name: str, handled: int) -> int | N
     return max(handled, info.ack_floor.stream_seq if info.ack_floor else 0)
 
 
-async def rewind(js: JetStreamContext, name: str, after: int) -> None:
+async def rewind(
+    js: JetStreamContext, name: str, after: int, filters: list[str] | None = None
+) -> None:
     """Create this leader's consumer again, delivering from just past `after`; safe to
     retry (a consumer already deleted, or already created again, is made once more)."""
     with contextlib.suppress(NotFoundError):
         await js.delete_consumer(CLUSTER_STREAM, name)
-    await js.add_consumer(CLUSTER_STREAM, consumer_config(name, after))
+    await js.add_consumer(CLUSTER_STREAM, consumer_config(name, after, filters))
     log.warning("deliveries lost with a server: %s starts again from sequence %d", name, after + 1)

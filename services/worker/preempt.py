@@ -41,6 +41,7 @@ from shared.framework.types import PodInfo
 from shared.plugins.defaultpreemption import NOT_ELIGIBLE_TERMINATING
 from shared.runtime.informer import Informer
 from shared.runtime.publish import Conflict, own_write_headers, publish_event, write_pod
+from shared.sharding import stored_pod_subject
 from shared.snapshot import Snapshot
 from shared.subjects import (
     CLUSTER_STREAM,
@@ -55,7 +56,7 @@ log = logging.getLogger("ksched.worker.preempt")
 async def latest_pod(js: JetStreamContext, pod: PodInfo) -> tuple[dict[str, Any], int] | None:
     """The pod's current object and sequence on its subject; None if it is gone."""
     meta = pod.pod.metadata
-    subject = pod_subject(meta.namespace, meta.name)
+    subject = stored_pod_subject(meta.namespace, meta.name)
     try:
         last = await js.get_last_msg(CLUSTER_STREAM, subject)
         ev = decode_cluster_event(subject, last.data or b"", last.headers, last.seq or 0)

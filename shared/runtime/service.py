@@ -29,9 +29,11 @@ from shared.runtime.http import HealthServer
 from shared.runtime.lease import LEADER_ELECTED
 from shared.runtime.leasestore import LeaseStore, ensure_lease_bucket
 from shared.runtime.logs import setup_logging
+from shared.runtime.partitions import probe_partitions
 from shared.runtime.progress import Progress
 from shared.runtime.retry import retry_forever
 from shared.runtime.settings import Settings
+from shared.sharding import use_partitions
 
 log = logging.getLogger("ksched.service")
 
@@ -55,6 +57,7 @@ class Runtime:
         self.registry = CollectorRegistry()
         self.nc: NATS = NATS()
         self.js: JetStreamContext
+        self.partitions: int | None = None  # the server's pod partitions (None: unmapped)
         # the same, with TAKEOVER_REQUEST_TIMEOUT, its reads asked again (askagain.py)
         self.takeover_js: JetStreamContext
         self.redis: aioredis.Redis = connect_redis(settings.redis_url, settings.credentials)
@@ -108,6 +111,12 @@ class Runtime:
         await retry_forever(
             "ensure streams", lambda: ensure_streams(self.takeover_js, replicas=replicas)
         )
+        # Does the server store pods under their partitions (docs/scale.md §4)? The
+        # watcher shards' consumers and every read of a pod's latest event depend on it.
+        self.partitions = await probe_partitions(self.nc)
+        use_partitions(self.partitions)
+        if self.partitions is not None:
+            log.info("the NATS server maps pods into %d partitions", self.partitions)
         if self.settings.service in LEADER_ELECTED:
             await retry_forever("open the lease bucket", self._open_leases)
         self.micro = await register(

@@ -13,18 +13,23 @@ from typing import Any
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import DeliverPolicy
+from nats.js.api import DeliverPolicy, RawStreamMsg
+from nats.js.errors import NotFoundError
 
 from shared import stages
 from shared.api.models import object_key
 from shared.api.podstatus import pod_condition
 from shared.runtime.connections import ensure_streams
 from shared.runtime.consume import stream_sequence
+from shared.sharding import pod_partition
 from shared.subjects import (
     BOUND_BY_HEADER,
+    CLUSTER_STREAM,
+    PARTITIONED_PODS_PREFIX,
     PODS_PREFIX,
     STAGES_HEADER,
     node_subject,
+    object_of_subject,
     pdb_subject,
     pod_group_subject,
     pod_subject,
@@ -32,6 +37,18 @@ from shared.subjects import (
     workload_subject,
 )
 from shared.wire import dump_json
+
+
+async def last_pod_msg(js: JetStreamContext, namespace: str, name: str) -> RawStreamMsg:
+    """A pod's latest event in the cluster stream, wherever the server stored it: under
+    its public subject, or with the partition mapping under its partition's (a tool
+    does not know which). NotFoundError when neither holds one."""
+    try:
+        return await js.get_last_msg(CLUSTER_STREAM, pod_subject(namespace, name))
+    except NotFoundError:
+        part = pod_partition(namespace, name)
+        stored = f"{PARTITIONED_PODS_PREFIX}.{part}.{namespace}.{name}"
+        return await js.get_last_msg(CLUSTER_STREAM, stored)
 
 
 async def publish_node(js: JetStreamContext, node: dict[str, Any], etype: str = "ADDED") -> int:
@@ -128,12 +145,16 @@ class PodTracker:
     async def start(self, nc: NATS) -> None:
         js = nc.jetstream()
         await ensure_streams(js)
-        await js.subscribe(
-            f"{PODS_PREFIX}.>",
-            cb=self._on_msg,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.ALL,
-        )
+        # where the stream stores a pod: its public subject, or with the server's
+        # mapping its partition's (one or the other for a given pod)
+        for prefix in (PODS_PREFIX, PARTITIONED_PODS_PREFIX):
+            await js.subscribe(
+                f"{prefix}.>",
+                stream=CLUSTER_STREAM,
+                cb=self._on_msg,
+                ordered_consumer=True,
+                deliver_policy=DeliverPolicy.ALL,
+            )
 
     async def _on_msg(self, msg: Msg) -> None:
         try:
@@ -143,7 +164,10 @@ class PodTracker:
             return
         # The subject names the pod, as the API server's URL does; an object naming
         # another pod is refused by ksched (and undone), never a pod of its own name.
-        namespace, _, name = msg.subject[len(PODS_PREFIX) + 1 :].partition(".")
+        named = object_of_subject(msg.subject)
+        if named is None:
+            return
+        _, namespace, name = named
         key = object_key(namespace, name)
         view = self.pods.setdefault(key, PodView())
         self.objects[key] = obj

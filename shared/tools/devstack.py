@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shared.sharding import mapping_config
 from shared.tools.natscluster import NatsCluster, start_nats_cluster
 from shared.tools.sentinel import RedisSentinels, start_sentinels
 from shared.tools.servers import Server, free_port, spawn, start_nats, start_redis
@@ -50,6 +51,10 @@ class LocalStack:
     # standbys; every service is told the count (workers and binders reach every queue
     # shard); the cache is not sharded yet
     shards: int = 1
+    # Whether the NATS servers map pods into partitions (shared/sharding.py
+    # mapping_config), so that each watcher shard consumes its own alone; None: when
+    # sharded. False with shards: every shard reads the whole stream and drops the rest.
+    partitioned: bool | None = None
     persist: bool = False  # Redis with its append-only file (restarts keep the data)
     # One nats-server, or a cluster of this many (natscluster.py) whose servers fsync
     # every write with `sync_always`; ksched's streams in `stream_replicas` copies
@@ -100,12 +105,24 @@ class LocalStack:
             return self.redis_sentinels.processes()
         return [self.redis] if self.redis is not None else []
 
+    @property
+    def maps_partitions(self) -> bool:
+        return self.shards > 1 if self.partitioned is None else self.partitioned
+
     def start_servers(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        mappings = mapping_config() if self.maps_partitions else ""
         if self.nats_servers > 1:
             self.nats_cluster = start_nats_cluster(
-                self.workdir / "nats", self.nats_servers, sync_always=self.sync_always
+                self.workdir / "nats",
+                self.nats_servers,
+                sync_always=self.sync_always,
+                extra=mappings,
             )
+        elif mappings:
+            config = self.workdir / "nats.conf"
+            config.write_text(mappings)
+            self.nats = start_nats(self.workdir, config=config)
         else:
             self.nats = start_nats(self.workdir)
         if self.redis_sentinel:

@@ -35,11 +35,17 @@ class Member:
 
 
 def server_config(
-    member: Member, peers: list[Member], store: Path, *, sync_always: bool = False
+    member: Member,
+    peers: list[Member],
+    store: Path,
+    *,
+    sync_always: bool = False,
+    extra: str = "",
 ) -> str:
     """The server's configuration file: routes to every member (itself included, which
-    nats-server skips), JetStream in its own store. `sync_always` fsyncs every write
-    before the ack (jetstream.sync_interval: always, docs/reliability.md)."""
+    nats-server skips), JetStream in its own store, and `extra` (e.g. the partition
+    mapping). `sync_always` fsyncs every write before the ack (jetstream.sync_interval:
+    always, docs/reliability.md)."""
     routes = ", ".join(f'"nats-route://127.0.0.1:{p.route_port}"' for p in peers)
     sync = "\n  sync_interval: always" if sync_always else ""
     return (
@@ -52,6 +58,7 @@ def server_config(
         f'  listen: "127.0.0.1:{member.route_port}"\n'
         f"  routes: [{routes}]\n"
         f"}}\n"
+        f"{extra}"
     )
 
 
@@ -146,9 +153,11 @@ def _meta_cluster(member: Member) -> dict[str, Any]:
     return {}
 
 
-def start_nats_cluster(workdir: Path, size: int = 3, *, sync_always: bool = False) -> NatsCluster:
-    """`size` nats-servers routed into one cluster, each with its own store; returns
-    once JetStream is up on all of them."""
+def start_nats_cluster(
+    workdir: Path, size: int = 3, *, sync_always: bool = False, extra: str = ""
+) -> NatsCluster:
+    """`size` nats-servers routed into one cluster, each with its own store and `extra`
+    configuration; returns once JetStream is up on all of them."""
     members = [Member(f"n{i}", free_port(), free_port(), free_port()) for i in range(size)]
     servers = []
     binary = find_nats_server()
@@ -156,7 +165,9 @@ def start_nats_cluster(workdir: Path, size: int = 3, *, sync_always: bool = Fals
         home = workdir / member.name
         home.mkdir(parents=True, exist_ok=True)
         conf = home / "nats.conf"
-        conf.write_text(server_config(member, members, home / "jetstream", sync_always=sync_always))
+        conf.write_text(
+            server_config(member, members, home / "jetstream", sync_always=sync_always, extra=extra)
+        )
         args = [binary, "-c", str(conf)]
         log_path = home / "nats.log"
         servers.append(Server(spawn(args, log_path), member.port, args, log_path))

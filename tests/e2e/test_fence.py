@@ -9,8 +9,7 @@ from nats.js import JetStreamContext
 from services.queue.fence import Lapsed, Outcome, fence
 from shared.api.podstatus import bound_pod, pod_condition
 from shared.runtime.publish import Conflict, write_pod
-from shared.subjects import CLUSTER_STREAM, pod_subject
-from shared.tools.client import publish_pod
+from shared.tools.client import last_pod_msg, publish_pod
 from shared.tools.synthetic import make_pod
 from shared.wire import decode_user_payload
 
@@ -27,7 +26,7 @@ async def test_a_fence_moves_the_subject_past_the_attempt_whose_bind_then_confli
     seq = await publish_pod(js, make_pod("p"))
     result = await fence(js, lapsed(seq), "binding did not complete within 120s")
     assert result.outcome is Outcome.FENCED and result.seq is not None and result.seq > seq
-    last = await js.get_last_msg(CLUSTER_STREAM, pod_subject("default", "p"))
+    last = await last_pod_msg(js, "default", "p")
     condition = pod_condition(decode_user_payload(last.data, None)["object"])
     assert condition is not None
     assert (condition["status"], condition["reason"]) == ("False", "SchedulerError")

@@ -14,8 +14,8 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from shared.subjects import CLUSTER_STREAM, pod_subject, priority_class_subject
-from shared.tools.client import PodTracker, publish_node, publish_pod
+from shared.subjects import pod_subject, priority_class_subject
+from shared.tools.client import PodTracker, last_pod_msg, publish_node, publish_pod
 from shared.tools.devstack import LocalStack
 from shared.tools.synthetic import make_node, make_pod
 from shared.wire import dump_json
@@ -43,7 +43,7 @@ def with_class(name: str, cls: str, cpu: str = "1") -> dict[str, Any]:
 
 
 async def latest_spec(js: JetStreamContext, name: str) -> dict[str, Any]:
-    msg = await js.get_last_msg(CLUSTER_STREAM, pod_subject("default", name))
+    msg = await last_pod_msg(js, "default", name)
     spec: dict[str, Any] = json.loads(msg.data)["object"]["spec"]
     return spec
 

@@ -22,7 +22,6 @@ from nats.js.errors import NotFoundError
 from services.watcher.outbound import object_limit
 from shared.subjects import (
     BIND_SUBJECT,
-    CLUSTER_STREAM,
     ERROR_HEADER,
     ERRORS_STREAM,
     EVENTS_PREFIX,
@@ -30,7 +29,7 @@ from shared.subjects import (
     error_subject,
     pod_subject,
 )
-from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod
+from shared.tools.client import PodTracker, last_pod_msg, publish_all, publish_node, publish_pod
 from shared.tools.devstack import LocalStack, ServiceProc, running
 from shared.tools.realistic import docs_pod
 from shared.tools.synthetic import make_node, make_pod
@@ -142,7 +141,7 @@ async def test_a_pod_at_the_size_limit_is_bound_once_and_its_binding_kept(
     subject = pod_subject("default", "at-limit")
     with pytest.raises(NotFoundError):
         await js.get_last_msg(ERRORS_STREAM, error_subject(subject))
-    latest = await js.get_last_msg(CLUSTER_STREAM, subject)
+    latest = await last_pod_msg(js, "default", "at-limit")
     assert json.loads(latest.data)["object"]["spec"].get("nodeName"), "the binding was undone"
     assert tracker.pods["default/at-limit"].bind_count == 1
 
@@ -216,7 +215,7 @@ async def test_clearing_a_bound_pods_node_name_is_refused_and_keeps_its_room(
     assert await tracker.wait_until(lambda t: "default/waiting" in t.unschedulable(), 30)
     # The refused update was undone: the subject holds the bound pod again, republished
     # by the watcher after the refused write, and nothing else was written.
-    last = await js.get_last_msg(CLUSTER_STREAM, pod_subject("default", "held"))
+    last = await last_pod_msg(js, "default", "held")
     assert last.seq == refused + 1 or last.seq > refused
     assert (last.headers or {}).get(UNDO_HEADER) == str(refused)
     assert json.loads(last.data or b"")["object"]["spec"]["nodeName"] == "only"
@@ -248,11 +247,11 @@ async def test_a_refused_object_is_undone_and_never_listed_as_a_pod(
     assert "does not match the subject" in reason, reason
 
     async def undone() -> bool:
-        last = await js.get_last_msg(CLUSTER_STREAM, subject)
+        last = await last_pod_msg(js, "default", "ghost")
         return last.seq is not None and last.seq > refused
 
     assert await eventually(undone, 30)
-    last = await js.get_last_msg(CLUSTER_STREAM, subject)
+    last = await last_pod_msg(js, "default", "ghost")
     assert (last.headers or {}).get(UNDO_HEADER) == str(refused)
     assert json.loads(last.data or b"")["type"] == "DELETED"
     assert await tracker.wait_until(lambda t: "default/ghost" in t.deleted(), 30)

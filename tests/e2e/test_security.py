@@ -29,16 +29,21 @@ from shared.subjects import (
     CACHE_ASSUME,
     CACHE_BINDING,
     CLUSTER_STREAM,
+    ERROR_HEADER,
+    ERRORS_PREFIX,
     QUEUE_POP,
+    UNDO_HEADER,
     WHATIF,
     event_subject,
     pod_subject,
+    priority_class_subject,
 )
 from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import SERVICES, LocalStack
 from shared.tools.servers import Server, start_nats, start_redis
 from shared.tools.synthetic import make_node, make_pod
-from shared.wire import pack
+from shared.wire import dump_json, pack
+from tests.conftest import SHORT_ELECTION
 
 pytestmark = pytest.mark.e2e
 
@@ -289,13 +294,9 @@ async def test_queue_and_cache_rebuild_and_fence_with_their_own_credentials(
             await client.aclose()
 
 
-async def test_the_services_schedule_with_their_own_credentials_only(
-    servers: tuple[Server, Server], tmp_path: Path
-) -> None:
-    """The whole pipeline, each service as its NATS user and Redis user (passwords from
-    files, as docker secrets): the permissions are enough to schedule; the publisher
-    watches the outcome with its own."""
-    nats_server, redis_server = servers
+def own_credentials_stack(nats_server: Server, redis_server: Server, tmp_path: Path) -> LocalStack:
+    """The five services, each as its NATS user and Redis user (passwords from files, as
+    docker secrets), on the servers of `servers`; not started."""
     service_env = {}
     for name in SERVICES:
         (tmp_path / f"nats_{name}").write_text(PASSWORDS[name])
@@ -309,6 +310,22 @@ async def test_the_services_schedule_with_their_own_credentials_only(
     stack = LocalStack(tmp_path / "stack", workers=1, binders=1, service_env=service_env)
     stack.nats, stack.redis = nats_server, redis_server
     stack.workdir.mkdir(parents=True)
+    return stack
+
+
+def violations(server: Server) -> list[str]:
+    """The permission violations nats-server logged."""
+    return [line for line in server.log_path.read_text().splitlines() if "Violation" in line]
+
+
+async def test_the_services_schedule_with_their_own_credentials_only(
+    servers: tuple[Server, Server], tmp_path: Path
+) -> None:
+    """The whole pipeline, each service as its NATS user and Redis user (passwords from
+    files, as docker secrets): the permissions are enough to schedule; the publisher
+    watches the outcome with its own."""
+    nats_server, redis_server = servers
+    stack = own_credentials_stack(nats_server, redis_server, tmp_path)
     publisher = await connect_as(nats_server, "publisher")
     try:
         stack.start_services()
@@ -340,10 +357,67 @@ async def test_the_services_schedule_with_their_own_credentials_only(
             assert report["message"].startswith("0/3 nodes are available: 3 Insufficient cpu")
         finally:
             await operator.close()
-        violations = [
-            line for line in nats_server.log_path.read_text().splitlines() if "Violation" in line
-        ]
-        assert not violations, violations[:3]  # the services needed nothing they lack
+        found = violations(nats_server)
+        assert not found, found[:3]  # the services needed nothing they lack
+    finally:
+        await publisher.close()
+        stack.stop_services()
+
+
+@pytest.mark.timeout(180)
+async def test_bad_input_is_refused_and_undone_with_the_watchers_own_credentials(
+    servers: tuple[Server, Server], tmp_path: Path
+) -> None:
+    """What the watcher does with input it refuses (its error on ksched.errors, the
+    subject put back as it was) and with the PriorityClasses a new leader reads back,
+    as its own NATS user: it reads the cluster stream's messages and writes the undo on
+    the refused object's subject. Refused, a new leader's read of the PriorityClasses
+    was retried for ever, and so was the undo's publish, which nobody answered: nothing
+    published after the bad event was scheduled."""
+    nats_server, redis_server = servers
+    stack = own_credentials_stack(nats_server, redis_server, tmp_path)
+    stack.env |= SHORT_ELECTION
+    publisher = await connect_as(nats_server, "publisher")
+    js = publisher.jetstream()
+    errors = await publisher.subscribe(f"{ERRORS_PREFIX}.>")
+    try:
+        stack.start_services()
+        stack.wait_ready()
+        high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass"}
+        high |= {"metadata": {"name": "high"}, "value": 1000}
+        await js.publish(
+            priority_class_subject("high"), dump_json({"type": "ADDED", "object": high})
+        )
+        first_leader = stack.leader("watcher")
+        assert first_leader is not None
+        first_leader.proc.kill()  # its successor lists the PriorityClasses
+        successor = stack.start_service("watcher")
+        for _ in range(300):  # its lease: the predecessor's lapses first (SHORT_ELECTION)
+            if await asyncio.to_thread(stack.leader, "watcher") is successor:
+                break
+            await asyncio.sleep(0.1)
+        assert await asyncio.to_thread(stack.leader, "watcher") is successor
+        tracker = PodTracker()
+        await tracker.start(publisher)
+        await publish_all(js, [make_node("n0", cpu="2")])
+        # a pod whose object names another pod than its subject: refused, then undone
+        ghost = dump_json({"type": "ADDED", "object": make_pod("other")})
+        refused = (await js.publish(pod_subject("default", "ghost"), ghost)).seq
+        first = make_pod("first", cpu="100m")
+        first["spec"]["priorityClassName"] = "high"
+        await publish_all(js, [first, make_pod("after", cpu="100m")])
+        error = await errors.next_msg(timeout=30)
+        assert error.subject == f"{ERRORS_PREFIX}.{pod_subject('default', 'ghost')}"
+        assert "does not match the subject" in (error.headers or {}).get(ERROR_HEADER, "")
+        assert await tracker.wait_until(
+            lambda t: {"default/first", "default/after"} <= set(t.bound()), timeout=60
+        ), sorted(tracker.bound())
+        assert tracker.objects["default/first"]["spec"]["priority"] == 1000
+        last = await js.get_last_msg(CLUSTER_STREAM, pod_subject("default", "ghost"))
+        assert (last.headers or {}).get(UNDO_HEADER) == str(refused)
+        assert all(s.proc.poll() is None for s in stack.services if s is not first_leader)
+        found = violations(nats_server)
+        assert not found, found[:3]
     finally:
         await publisher.close()
         stack.stop_services()

@@ -18,7 +18,7 @@ from nats.js import JetStreamContext
 
 from shared.runtime.watermark import watcher_consumers
 from shared.sharding import ShardMap, consumer_lane
-from shared.tools.client import PodTracker
+from shared.tools.client import PodTracker, publish_all
 from shared.tools.devstack import LocalStack, ServiceProc, running
 from shared.tools.synthetic import make_node, make_pod
 from tests.conftest import make_test_stack
@@ -136,3 +136,50 @@ async def test_every_pod_is_bound_once_and_a_killed_shard_leader_hands_over_its_
             assert await asyncio.to_thread(pod_events, successor.http_port) > 0
         finally:
             await nc.close()
+
+
+def other_shards_events(http_port: int) -> float:
+    """The events a watcher shard acked unread: another shard's."""
+    url = f"http://127.0.0.1:{http_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        lines = resp.read().decode().splitlines()
+    prefix = "ksched_watcher_other_shards_events_total "
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(prefix))
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("partitioned", [True, False], ids=["mapped", "unmapped"])
+async def test_with_the_servers_mapping_no_shard_reads_another_shards_pods(
+    tmp_path: Path, partitioned: bool
+) -> None:
+    """With the partition mapping in the NATS server's configuration, each watcher shard
+    consumes its own partitions alone: no event is delivered to a shard that drops it,
+    and each pod event is handled once. Without it, the shards share the stream by
+    dropping the others' events. Every pod is bound once either way, the pods' Scheduled
+    bindings (written on the public subject, stored under the partition's) included."""
+    shards = 2
+    nodes, pods = cluster()
+    stack = make_test_stack(tmp_path / "stack")
+    stack.shards, stack.partitioned = shards, partitioned
+    stack.env["KSCHED_LOG_LEVEL"] = "info"
+    with running(stack):
+        nc = await nats.connect(stack.nats_url)
+        try:
+            tracker = PodTracker()
+            await tracker.start(nc)
+            await publish_all(nc.jetstream(), [*nodes, *pods])
+            keys = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods}
+            assert await tracker.wait_until(lambda t: keys <= set(t.bound()), timeout=120)
+            assert all(tracker.pods[k].bind_count == 1 for k in keys)
+            leaders = [await asyncio.to_thread(stack.leader, "watcher", s) for s in range(shards)]
+            ports = [leader.http_port for leader in leaders if leader is not None]
+            assert len(ports) == shards
+            dropped = sum([await asyncio.to_thread(other_shards_events, p) for p in ports])
+            handled = sum([await asyncio.to_thread(pod_events, p) for p in ports])
+        finally:
+            await nc.close()
+    if partitioned:
+        assert dropped == 0
+        assert handled == 2 * len(pods)  # each pod's ADDED and its binding, once
+    else:
+        assert dropped >= len(pods)  # each shard is sent the other's pod events too

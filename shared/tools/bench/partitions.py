@@ -1,7 +1,7 @@
 """Does nats-server's subject mapping partition ksched's pod subjects as docs/scale.md says?
 
 `python -m shared.tools.bench.partitions` starts a nats-server whose configuration maps
-`ksched.cluster.pods.<ns>.<name>` to `ksched.cluster.pods.<p>.<ns>.<name>` with
+`ksched.cluster.pods.<ns>.<name>` to `ksched.partitioned.pods.<p>.<ns>.<name>` with
 `{{partition(n,1,2)}}` (names with dots included), publishes pods into a stream with
 KSCHED_CLUSTER's spec, and prints: how many pods each partition got, what a consumer
 filtered on one partition sees, and whether a conditional write through the public
@@ -21,10 +21,11 @@ from nats.js.errors import BadRequestError
 
 from shared.runtime.connections import stream_config
 from shared.sharding import mapping_config
-from shared.subjects import CLUSTER_STREAM, STREAMS
+from shared.subjects import CLUSTER_STREAM, PARTITIONED_PODS_PREFIX, PODS_PREFIX, STREAMS
 from shared.tools.servers import Server, start_nats
 
-PODS = "ksched.cluster.pods"
+PODS = PODS_PREFIX  # where pods are published
+STORED = PARTITIONED_PODS_PREFIX  # where the mapping stores them
 
 
 async def check(server: Server, partitions: int, pods: int) -> list[str]:
@@ -37,11 +38,11 @@ async def check(server: Server, partitions: int, pods: int) -> list[str]:
     await js.publish(f"{PODS}.default.web.v1.a", b"{}")
     lines = []
     for p in range(partitions):
-        info = await js.stream_info(CLUSTER_STREAM, subjects_filter=f"{PODS}.{p}.>")
+        info = await js.stream_info(CLUSTER_STREAM, subjects_filter=f"{STORED}.{p}.>")
         lines.append(f"partition {p}: {len(info.state.subjects or {})} pods")
-    dotted = await js.stream_info(CLUSTER_STREAM, subjects_filter=f"{PODS}.*.default.>")
+    dotted = await js.stream_info(CLUSTER_STREAM, subjects_filter=f"{STORED}.*.default.>")
     lines.append(f"dotted name stored as: {sorted(dotted.state.subjects or {})}")
-    sub = await js.pull_subscribe(f"{PODS}.1.>", durable="partition-1")
+    sub = await js.pull_subscribe(f"{STORED}.1.>", durable="partition-1")
     seen = {m.subject.split(".")[3] for m in await sub.fetch(50, timeout=5)}
     lines.append(f"consumer filtered on partition 1 sees partitions {sorted(seen)}")
     seq = (await js.publish(f"{PODS}.ns1.pod-1", b"{}")).seq

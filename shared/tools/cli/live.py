@@ -25,11 +25,11 @@ from nats.js.errors import NotFoundError, ServiceUnavailableError
 from shared.api.names import object_key
 from shared.runtime.natsurl import server_list
 from shared.subjects import (
-    CLUSTER_PREFIX,
     CLUSTER_STREAM,
     MICRO_PREFIX,
     QUEUE_PENDING,
     QUEUE_SERVICE_NAME,
+    WHOLE_STREAM,
     object_of_subject,
 )
 
@@ -171,7 +171,8 @@ class ClusterWatch:
             self.synced.set()
         await answered(
             lambda: js.subscribe(
-                f"{CLUSTER_PREFIX}.>",
+                WHOLE_STREAM,
+                stream=CLUSTER_STREAM,
                 cb=self._on_msg,
                 ordered_consumer=True,
                 deliver_policy=DeliverPolicy.ALL,

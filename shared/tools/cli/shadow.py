@@ -24,7 +24,7 @@ from shared.api.names import object_key
 from shared.config import ConfigError, SchedulerConfiguration, load_config
 from shared.framework.shadow import Decision, LogEvent, Shadow, backfilled
 from shared.framework.shadow_report import RESOURCES, report
-from shared.subjects import CLUSTER_PREFIX, CLUSTER_STREAM, object_of_subject
+from shared.subjects import CLUSTER_STREAM, WHOLE_STREAM, object_of_subject
 from shared.tools.cli.live import CliError, answered, connect, require_stream
 from shared.tools.cli.output import emit, warn
 from shared.tools.cli.tables import render_table
@@ -92,7 +92,8 @@ async def shadow_stream(
         queue: asyncio.Queue[Msg] = asyncio.Queue()
         sub = await answered(
             lambda: js.subscribe(
-                f"{CLUSTER_PREFIX}.>",
+                WHOLE_STREAM,
+                stream=CLUSTER_STREAM,
                 cb=queue.put,
                 ordered_consumer=True,
                 deliver_policy=DeliverPolicy.ALL,
