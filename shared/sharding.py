@@ -99,10 +99,6 @@ def use_partitions(partitions: int | None) -> None:
     _stored_partitions[0] = partitions
 
 
-def stored_partitions() -> int | None:
-    return _stored_partitions[0]
-
-
 def stored_pod_subject(namespace: str, name: str) -> str:
     """The subject a pod's events are stored under: its public one, or with the server's
     mapping, its partition's."""
