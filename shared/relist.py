@@ -29,7 +29,7 @@ from shared.api.models import Pod, PriorityClass
 from shared.api.priority import PriorityClasses, admit_event
 from shared.messages import BindRequest, CacheEvent, QueueEvent, requests_in
 from shared.routing import TERMINAL_PHASES, Informer, route, stamped
-from shared.sharding import stored_pod_subject
+from shared.sharding import misplaced_partition, stored_pod_subject
 from shared.subjects import (
     BIND_STREAM,
     BIND_SUBJECT,
@@ -84,7 +84,8 @@ async def read_latest(js: JetStreamContext) -> Latest:
         if caught_up.is_set():
             return  # past the cut
         meta = msg.metadata
-        latest.entries[msg.subject] = Entry(meta.sequence.stream, msg.data, msg.headers)
+        if not misplaced_partition(msg.subject):  # refused there, never a pod
+            latest.entries[msg.subject] = Entry(meta.sequence.stream, msg.data, msg.headers)
         progress.set()
         if not meta.num_pending:
             latest.cut = meta.sequence.stream

@@ -108,6 +108,23 @@ def stored_pod_subject(namespace: str, name: str) -> str:
     return f"{PARTITIONED_PODS_PREFIX}.{part}.{namespace}.{name}"
 
 
+def misplaced_partition(subject: str) -> str | None:
+    """Why a stored pod subject cannot be the mapping's: a publisher allowed to publish
+    on the stored prefix (nats-server checks a publish's rights on its mapped subject, so
+    every pod writer has them) could name another partition than the pod's, and give a
+    pod a second subject, read by another shard. None for any other subject."""
+    if not subject.startswith(_PARTITIONED):
+        return None
+    part, _, rest = subject[len(_PARTITIONED) :].partition(".")
+    namespace, _, name = rest.partition(".")
+    if part.isdigit() and namespace and name and int(part) == pod_partition(namespace, name):
+        return None
+    return (
+        f"subject {subject} is not where the partition mapping stores this pod: publish on "
+        f"{pod_subject(namespace or '<namespace>', name or '<name>')}"
+    )
+
+
 @dataclass(frozen=True)
 class ShardMap:
     """Which shard owns each partition: dealt round-robin over `shards`."""

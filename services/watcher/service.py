@@ -37,7 +37,7 @@ from shared.runtime.consume import Deliveries, consume_batches, stream_sequence
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import request_packed
 from shared.runtime.service import Runtime
-from shared.sharding import QueueShard, queue_shards
+from shared.sharding import QueueShard, misplaced_partition, queue_shards
 from shared.stages import ROUTED, WATCHED
 from shared.subjects import (
     CACHE_EVENTS,
@@ -46,6 +46,7 @@ from shared.subjects import (
     PRIORITYCLASSES_PREFIX,
     QUEUE_EVENTS,
     TRUNCATED_HEADER,
+    UNDO_HEADER,
     error_subject,
     public_subject,
 )
@@ -189,6 +190,9 @@ class Watcher:
         """The event's items for queue and cache (with its object's packing), or the
         reason it is refused."""
         seq = stream_sequence(msg)
+        misplaced = misplaced_partition(msg.subject)  # published there, not mapped
+        if misplaced:  # refused, and its undo (a tombstone, undo.py) is passed over
+            return ([], [], None) if UNDO_HEADER in (msg.headers or {}) else misplaced
         try:
             ev = decode_cluster_event(msg.subject, msg.data, msg.headers, seq)
         except BadEvent as err:

@@ -22,6 +22,7 @@ from nats.js.errors import APIError, NotFoundError
 
 from shared.api.events import BadEvent, decode_cluster_event, parse_subject
 from shared.runtime.publish import WRONG_LAST_SEQUENCE, own_write_headers
+from shared.sharding import misplaced_partition
 from shared.subjects import (
     CLUSTER_STREAM,
     UNDO_HEADER,
@@ -54,12 +55,15 @@ async def undo_refused(
         parse_subject(subject)
     except BadEvent:
         return  # no object's subject (ksched.cluster.widgets.x): nothing to put back
+    # an undo puts back a version the door took, which may be one of ksched's own writes
+    out_headers = {**own_write_headers(seq), UNDO_HEADER: str(seq)}
+    if misplaced_partition(subject):  # no pod lives there: nothing to put back
+        await _publish_undo(js, subject, tombstone(subject), out_headers)
+        return
     try:
         first = await js.get_msg(CLUSTER_STREAM, seq=1, subject=subject, next=True)
     except NotFoundError:
         return  # the subject is gone (purged): nothing to undo
-    # an undo puts back a version the door took, which may be one of ksched's own writes
-    out_headers = {**own_write_headers(seq), UNDO_HEADER: str(seq)}
     if first.seq is None or first.seq >= seq:
         data = tombstone(subject)
     else:
@@ -74,8 +78,14 @@ async def undo_refused(
         for key, value in (first.headers or {}).items():
             if key.lower() == "content-type":
                 out_headers[key] = value
+    await _publish_undo(js, subject, data, out_headers)
+
+
+async def _publish_undo(
+    js: JetStreamContext, subject: str, data: bytes, headers: dict[str, str]
+) -> None:
     try:
-        await js.publish(subject, data, headers=out_headers)
+        await js.publish(subject, data, headers=headers)
     except APIError as err:
         if err.err_code != WRONG_LAST_SEQUENCE:
             raise

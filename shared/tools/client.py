@@ -21,7 +21,7 @@ from shared.api.models import object_key
 from shared.api.podstatus import pod_condition
 from shared.runtime.connections import ensure_streams
 from shared.runtime.consume import stream_sequence
-from shared.sharding import pod_partition
+from shared.sharding import misplaced_partition, pod_partition
 from shared.subjects import (
     BOUND_BY_HEADER,
     CLUSTER_STREAM,
@@ -165,7 +165,7 @@ class PodTracker:
         # The subject names the pod, as the API server's URL does; an object naming
         # another pod is refused by ksched (and undone), never a pod of its own name.
         named = object_of_subject(msg.subject)
-        if named is None:
+        if named is None or misplaced_partition(msg.subject):
             return
         _, namespace, name = named
         key = object_key(namespace, name)

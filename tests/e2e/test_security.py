@@ -23,6 +23,7 @@ from shared.relist import read_in_flight, read_latest
 from shared.runtime.connections import ensure_streams
 from shared.runtime.publish import write_pod
 from shared.runtime.watermark import state_at_takeover
+from shared.sharding import PARTITIONS, mapping_config, pod_partition
 from shared.snapshot import Snapshot
 from shared.subjects import (
     BIND_SUBJECT,
@@ -31,6 +32,7 @@ from shared.subjects import (
     CLUSTER_STREAM,
     ERROR_HEADER,
     ERRORS_PREFIX,
+    PARTITIONED_PODS_PREFIX,
     QUEUE_POP,
     UNDO_HEADER,
     WHATIF,
@@ -71,6 +73,20 @@ def render_acl(workdir: Path) -> Path:
 @pytest.fixture
 def servers(tmp_path: Path) -> Iterator[tuple[Server, Server]]:
     nats_server = start_nats(tmp_path, config=DEPLOY / "nats" / "nats.conf", env=nats_env())
+    redis_server = start_redis(tmp_path, aclfile=render_acl(tmp_path))
+    yield nats_server, redis_server
+    redis_server.stop()
+    nats_server.stop()
+
+
+@pytest.fixture
+def mapped_servers(tmp_path: Path) -> Iterator[tuple[Server, Server]]:
+    """As `servers`, with the partition mapping added to compose's configuration the way
+    docs/deploy.md says (nats-ha.conf includes it as base.conf likewise)."""
+    (tmp_path / "base.conf").write_text((DEPLOY / "nats" / "nats.conf").read_text())
+    config = tmp_path / "mapped.conf"
+    config.write_text("include ./base.conf\n" + mapping_config())
+    nats_server = start_nats(tmp_path, config=config, env=nats_env())
     redis_server = start_redis(tmp_path, aclfile=render_acl(tmp_path))
     yield nats_server, redis_server
     redis_server.stop()
@@ -421,3 +437,53 @@ async def test_bad_input_is_refused_and_undone_with_the_watchers_own_credentials
     finally:
         await publisher.close()
         stack.stop_services()
+
+
+@pytest.mark.timeout(180)
+async def test_the_services_schedule_through_the_partition_mapping_with_their_credentials(
+    mapped_servers: tuple[Server, Server], tmp_path: Path
+) -> None:
+    """Compose's users on servers with the partition mapping: nats-server checks a
+    publish's rights on the subject it maps to, so every pod writer (the publisher, the
+    binder's bindings) needs the stored prefix too. A pod published there directly,
+    under another partition than the mapping gives it, is refused (it would give the pod
+    a second subject, read by another watcher shard) and never becomes a pod."""
+    nats_server, redis_server = mapped_servers
+    stack = own_credentials_stack(nats_server, redis_server, tmp_path)
+    stack.shards = 2  # two watcher shards, each consuming its own partitions
+    publisher = await connect_as(nats_server, "publisher")
+    js = publisher.jetstream()
+    errors = await publisher.subscribe(f"{ERRORS_PREFIX}.>")
+    try:
+        stack.start_services()
+        stack.wait_ready()
+        tracker = PodTracker()
+        await tracker.start(publisher)
+        await publish_all(js, [make_node(f"n{i}", cpu="2") for i in range(3)])
+        pods = [make_pod(f"p-{i}", cpu="100m") for i in range(12)]
+        await publish_all(js, pods)
+        right = pod_partition("default", "forged")
+        wrong = f"{PARTITIONED_PODS_PREFIX}.{(right + 1) % PARTITIONS}.default.forged"
+        forged = dump_json({"type": "ADDED", "object": make_pod("forged", cpu="100m")})
+        await js.publish(wrong, forged)
+        error = await errors.next_msg(timeout=30)
+        assert error.subject == f"{ERRORS_PREFIX}.{pod_subject('default', 'forged')}"
+        reason = (error.headers or {}).get(ERROR_HEADER, "")
+        assert "not where the partition mapping stores this pod" in reason, reason
+        await publish_all(js, [make_pod("after", cpu="100m")])
+        assert await tracker.wait_until(lambda t: len(t.bound()) == 13, timeout=60), sorted(
+            tracker.bound()
+        )
+        assert "default/forged" not in tracker.bound()
+        stored = await js.get_last_msg(CLUSTER_STREAM, stored_pod_subject_of("default", "p-0"))
+        assert (stored.subject or "").startswith(PARTITIONED_PODS_PREFIX)
+        assert all(s.proc.poll() is None for s in stack.services)
+        found = violations(nats_server)
+        assert not found, found[:3]
+    finally:
+        await publisher.close()
+        stack.stop_services()
+
+
+def stored_pod_subject_of(namespace: str, name: str) -> str:
+    return f"{PARTITIONED_PODS_PREFIX}.{pod_partition(namespace, name)}.{namespace}.{name}"

@@ -13,6 +13,7 @@ from shared.sharding import (
     WatcherShard,
     fnv1a_32,
     mapping_config,
+    misplaced_partition,
     node_partition,
     partition,
     pod_partition,
@@ -126,3 +127,16 @@ def test_without_the_mapping_every_shard_reads_the_whole_stream() -> None:
         "ksched.cluster.>",
         "ksched.partitioned.pods.>",
     ]
+
+
+def test_a_pod_published_under_another_partition_than_the_mappings_is_misplaced() -> None:
+    part = pod_partition("default", "web")
+    stored = f"ksched.partitioned.pods.{part}.default.web"
+    assert misplaced_partition(stored) is None
+    assert misplaced_partition(f"{stored}.v1") is None  # a dotted name: its first token
+    wrong = f"ksched.partitioned.pods.{(part + 1) % PARTITIONS}.default.web"
+    reason = misplaced_partition(wrong)
+    assert reason is not None and "publish on ksched.cluster.pods.default.web" in reason
+    assert misplaced_partition("ksched.partitioned.pods.x.default.web") is not None
+    assert misplaced_partition("ksched.partitioned.pods.3.default") is not None
+    assert misplaced_partition("ksched.cluster.pods.default.web") is None

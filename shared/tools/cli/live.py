@@ -24,6 +24,7 @@ from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from shared.api.names import object_key
 from shared.runtime.natsurl import server_list
+from shared.sharding import misplaced_partition
 from shared.subjects import (
     CLUSTER_STREAM,
     MICRO_PREFIX,
@@ -189,8 +190,8 @@ class ClusterWatch:
             self.synced.set()
         named = object_of_subject(msg.subject)
         table = self._tables().get(named[0]) if named else None
-        if named is None or table is None:
-            return
+        if named is None or table is None or misplaced_partition(msg.subject):
+            return  # a misplaced pod subject: refused by the watcher, never a pod
         kind, namespace, name = named
         try:
             event = json.loads(msg.data)
