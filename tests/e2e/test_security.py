@@ -5,14 +5,17 @@ deploy/redis/users.acl.template (a Redis ACL user per stateful service)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NATS
+from nats.aio.subscription import Subscription
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
 import shared.snapshot
@@ -329,6 +332,27 @@ def own_credentials_stack(nats_server: Server, redis_server: Server, tmp_path: P
     return stack
 
 
+@contextlib.asynccontextmanager
+async def own_users_running(
+    servers: tuple[Server, Server], tmp_path: Path, *, shards: int = 1, short: bool = False
+) -> AsyncIterator[tuple[LocalStack, NATS, Subscription]]:
+    """The services started as their own users (`own_credentials_stack`), a publisher's
+    connection, and its subscription to ksched.errors; all stopped afterwards."""
+    stack = own_credentials_stack(*servers, tmp_path)
+    stack.shards = shards
+    if short:
+        stack.env |= SHORT_ELECTION
+    publisher = await connect_as(servers[0], "publisher")
+    errors = await publisher.subscribe(f"{ERRORS_PREFIX}.>")
+    try:
+        stack.start_services()
+        stack.wait_ready()
+        yield stack, publisher, errors
+    finally:
+        await publisher.close()
+        stack.stop_services()
+
+
 def violations(server: Server) -> list[str]:
     """The permission violations nats-server logged."""
     return [line for line in server.log_path.read_text().splitlines() if "Violation" in line]
@@ -390,16 +414,9 @@ async def test_bad_input_is_refused_and_undone_with_the_watchers_own_credentials
     the refused object's subject. Refused, a new leader's read of the PriorityClasses
     was retried for ever, and so was the undo's publish, which nobody answered: nothing
     published after the bad event was scheduled."""
-    nats_server, redis_server = servers
-    stack = own_credentials_stack(nats_server, redis_server, tmp_path)
-    stack.env |= SHORT_ELECTION
-    publisher = await connect_as(nats_server, "publisher")
-    js = publisher.jetstream()
-    errors = await publisher.subscribe(f"{ERRORS_PREFIX}.>")
-    try:
-        stack.start_services()
-        stack.wait_ready()
-        high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass"}
+    async with own_users_running(servers, tmp_path, short=True) as (stack, publisher, errors):
+        js = publisher.jetstream()
+        high: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass"}
         high |= {"metadata": {"name": "high"}, "value": 1000}
         await js.publish(
             priority_class_subject("high"), dump_json({"type": "ADDED", "object": high})
@@ -432,11 +449,8 @@ async def test_bad_input_is_refused_and_undone_with_the_watchers_own_credentials
         last = await js.get_last_msg(CLUSTER_STREAM, pod_subject("default", "ghost"))
         assert (last.headers or {}).get(UNDO_HEADER) == str(refused)
         assert all(s.proc.poll() is None for s in stack.services if s is not first_leader)
-        found = violations(nats_server)
+        found = violations(servers[0])
         assert not found, found[:3]
-    finally:
-        await publisher.close()
-        stack.stop_services()
 
 
 @pytest.mark.timeout(180)
@@ -448,15 +462,10 @@ async def test_the_services_schedule_through_the_partition_mapping_with_their_cr
     binder's bindings) needs the stored prefix too. A pod published there directly,
     under another partition than the mapping gives it, is refused (it would give the pod
     a second subject, read by another watcher shard) and never becomes a pod."""
-    nats_server, redis_server = mapped_servers
-    stack = own_credentials_stack(nats_server, redis_server, tmp_path)
-    stack.shards = 2  # two watcher shards, each consuming its own partitions
-    publisher = await connect_as(nats_server, "publisher")
-    js = publisher.jetstream()
-    errors = await publisher.subscribe(f"{ERRORS_PREFIX}.>")
-    try:
-        stack.start_services()
-        stack.wait_ready()
+    # two watcher shards, each consuming its own partitions
+    async with own_users_running(mapped_servers, tmp_path, shards=2) as running_:
+        stack, publisher, errors = running_
+        js = publisher.jetstream()
         tracker = PodTracker()
         await tracker.start(publisher)
         await publish_all(js, [make_node(f"n{i}", cpu="2") for i in range(3)])
@@ -478,11 +487,8 @@ async def test_the_services_schedule_through_the_partition_mapping_with_their_cr
         stored = await js.get_last_msg(CLUSTER_STREAM, stored_pod_subject_of("default", "p-0"))
         assert (stored.subject or "").startswith(PARTITIONED_PODS_PREFIX)
         assert all(s.proc.poll() is None for s in stack.services)
-        found = violations(nats_server)
+        found = violations(mapped_servers[0])
         assert not found, found[:3]
-    finally:
-        await publisher.close()
-        stack.stop_services()
 
 
 def stored_pod_subject_of(namespace: str, name: str) -> str:
