@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from shared.api.workload import gang_of
-from shared.podgroups import pod_group_of
 from shared.subjects import (
     CLUSTER_FILTERS,
     CLUSTER_PREFIX,
@@ -335,6 +333,11 @@ def pod_gang(raw_pod: dict[str, Any]) -> str:
     """The gang whose queue shard holds the pod: GangScheduling's (spec.schedulingGroup,
     spec.workloadRef: `gang_of`), else Coscheduling's (the pod-group label); "" for a pod
     in none. The keys of the two kinds never collide (shared/api/workload.py)."""
+    # imported here: both bring pydantic, which the CLI (that reads partitions and
+    # subjects from this module) must start without (tests/unit/test_cli_args.py)
+    from shared.api.workload import gang_of
+    from shared.podgroups import pod_group_of
+
     return gang_of(raw_pod) or pod_group_of(raw_pod)
 
 
