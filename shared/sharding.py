@@ -102,8 +102,12 @@ def stored_pod_subject(namespace: str, name: str) -> str:
     mapping, its partition's."""
     if _stored_partitions[0] is None:
         return pod_subject(namespace, name)
-    part = pod_partition(namespace, name)
-    return f"{PARTITIONED_PODS_PREFIX}.{part}.{namespace}.{name}"
+    return partitioned_pod_subject(namespace, name)
+
+
+def partitioned_pod_subject(namespace: str, name: str) -> str:
+    """Where the partition mapping stores a pod's events."""
+    return f"{PARTITIONED_PODS_PREFIX}.{pod_partition(namespace, name)}.{namespace}.{name}"
 
 
 def misplaced_partition(subject: str) -> str | None:

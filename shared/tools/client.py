@@ -21,7 +21,7 @@ from shared.api.models import object_key
 from shared.api.podstatus import pod_condition
 from shared.runtime.connections import ensure_streams
 from shared.runtime.consume import stream_sequence
-from shared.sharding import misplaced_partition, pod_partition
+from shared.sharding import misplaced_partition, partitioned_pod_subject
 from shared.subjects import (
     BOUND_BY_HEADER,
     CLUSTER_STREAM,
@@ -46,9 +46,7 @@ async def last_pod_msg(js: JetStreamContext, namespace: str, name: str) -> RawSt
     try:
         return await js.get_last_msg(CLUSTER_STREAM, pod_subject(namespace, name))
     except NotFoundError:
-        part = pod_partition(namespace, name)
-        stored = f"{PARTITIONED_PODS_PREFIX}.{part}.{namespace}.{name}"
-        return await js.get_last_msg(CLUSTER_STREAM, stored)
+        return await js.get_last_msg(CLUSTER_STREAM, partitioned_pod_subject(namespace, name))
 
 
 async def publish_node(js: JetStreamContext, node: dict[str, Any], etype: str = "ADDED") -> int:

@@ -15,7 +15,7 @@ import pytest
 from nats.aio.msg import Msg
 
 from shared.runtime.partitions import probe_partitions
-from shared.sharding import PARTITIONS, mapping_config, pod_partition
+from shared.sharding import PARTITIONS, mapping_config, partitioned_pod_subject
 from shared.subjects import PARTITIONED_PODS_PREFIX, PODS_PREFIX
 from shared.tools.servers import start_nats
 
@@ -50,7 +50,7 @@ async def test_the_server_puts_each_subject_in_the_predicted_partition(tmp_path:
         for i in range(800):
             ns, pod = f"ns-{i % 13}", dns_name(rng)
             await nc.publish(f"{PODS_PREFIX}.{ns}.{pod}", b"")
-            expected.add(f"{PARTITIONED_PODS_PREFIX}.{pod_partition(ns, pod)}.{ns}.{pod}")
+            expected.add(partitioned_pod_subject(ns, pod))
         await nc.flush()
         for _ in range(100):
             if len(set(seen)) >= len(expected):

@@ -26,7 +26,7 @@ from shared.relist import read_in_flight, read_latest
 from shared.runtime.connections import ensure_streams
 from shared.runtime.publish import write_pod
 from shared.runtime.watermark import state_at_takeover
-from shared.sharding import PARTITIONS, mapping_config, pod_partition
+from shared.sharding import PARTITIONS, mapping_config, partitioned_pod_subject, pod_partition
 from shared.snapshot import Snapshot
 from shared.subjects import (
     BIND_SUBJECT,
@@ -484,12 +484,8 @@ async def test_the_services_schedule_through_the_partition_mapping_with_their_cr
             tracker.bound()
         )
         assert "default/forged" not in tracker.bound()
-        stored = await js.get_last_msg(CLUSTER_STREAM, stored_pod_subject_of("default", "p-0"))
+        stored = await js.get_last_msg(CLUSTER_STREAM, partitioned_pod_subject("default", "p-0"))
         assert (stored.subject or "").startswith(PARTITIONED_PODS_PREFIX)
         assert all(s.proc.poll() is None for s in stack.services)
         found = violations(mapped_servers[0])
         assert not found, found[:3]
-
-
-def stored_pod_subject_of(namespace: str, name: str) -> str:
-    return f"{PARTITIONED_PODS_PREFIX}.{pod_partition(namespace, name)}.{namespace}.{name}"

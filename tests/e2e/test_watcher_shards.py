@@ -69,7 +69,7 @@ def metric_total(http_port: int, name: str, label: str = "") -> float:
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in lines
-        if line.startswith(f"{name}{{") and label in line
+        if line.startswith((f"{name}{{", f"{name} ")) and label in line
     )
 
 
@@ -141,11 +141,7 @@ async def test_every_pod_is_bound_once_and_a_killed_shard_leader_hands_over_its_
 
 def other_shards_events(http_port: int) -> float:
     """The events a watcher shard acked unread: another shard's."""
-    url = f"http://127.0.0.1:{http_port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        lines = resp.read().decode().splitlines()
-    prefix = "ksched_watcher_other_shards_events_total "
-    return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(prefix))
+    return metric_total(http_port, "ksched_watcher_other_shards_events_total")
 
 
 @pytest.mark.timeout(300)
