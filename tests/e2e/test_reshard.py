@@ -1,25 +1,31 @@
 """Shards come and go by configuration (issue 21 item 2, docs/scale.md §4 "Join, leave,
 failover"): the whole ksched is stopped (or killed) and started again with another
-`KSCHED_SHARDS`. Pods the old shards held (pending, parked as unschedulable) and pods
-published while nothing ran are each bound exactly once by the new shards; no node is
-overcommitted and every queue shard of the new count holds its own pods."""
+`KSCHED_SHARDS`, or the new count's instances start beside the old ones, which then
+stop one by one (a rolling update). Pods the old shards held (pending, parked as
+unschedulable) and pods published while nothing ran, or while both counts ran, are each
+bound exactly once; no node is overcommitted and every queue shard of the new count
+holds its own pods."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 import redis.asyncio as aioredis
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
 
 from shared import keys
 from shared.sharding import pod_key_owner, queue_shards
 from shared.tools.client import PodTracker, publish_all, publish_node
-from shared.tools.devstack import LocalStack, running
+from shared.tools.devstack import SERVICES, LocalStack, ServiceProc, running
 from shared.tools.synthetic import make_node, make_pod
+from shared.wire import text
 from tests.conftest import make_test_stack
 from tests.e2e.test_redis_loss import assert_invariants
 
@@ -44,12 +50,29 @@ def stop(stack: LocalStack, how: signal.Signals) -> None:
     stack.stop_services()
 
 
+async def filled_and_parked(
+    nc: NATS, nodes: list[dict[str, Any]], first: list[dict[str, Any]]
+) -> tuple[PodTracker, JetStreamContext]:
+    """The 4 small nodes and the 80 first pods published: 32 bound, the 48 others
+    parked as unschedulable, waiting for room."""
+    tracker = PodTracker()
+    await tracker.start(nc)
+    js = nc.jetstream()
+    for node in nodes:
+        await publish_node(js, node)
+    await publish_all(js, first)
+    assert await tracker.wait_until(
+        lambda t: len(t.bound()) == 32 and len(t.unschedulable()) == 48, timeout=60
+    ), (len(tracker.bound()), len(tracker.unschedulable()))
+    return tracker, js
+
+
 async def held_by_shard(redis: aioredis.Redis, shards: int) -> dict[int, set[str]]:
     """The pods each queue shard of `shards` holds in Redis."""
     held: dict[int, set[str]] = {}
     for q in queue_shards(shards):
         names = await redis.hkeys(keys.queue_pods_key(q.lane))
-        held[q.shard] = {n.decode() for n in names}
+        held[q.shard] = {text(n) for n in names}
     return held
 
 
@@ -78,15 +101,7 @@ async def test_a_new_shard_count_binds_every_pod_once(
         nc = await nats.connect(stack.nats_url, max_reconnect_attempts=-1)
         redis = aioredis.from_url(stack.redis_url)
         try:
-            tracker = PodTracker()
-            await tracker.start(nc)
-            js = nc.jetstream()
-            for node in nodes:
-                await publish_node(js, node)
-            await publish_all(js, first)
-            assert await tracker.wait_until(
-                lambda t: len(t.bound()) == 32 and len(t.unschedulable()) == 48, timeout=60
-            ), (len(tracker.bound()), len(tracker.unschedulable()))
+            tracker, js = await filled_and_parked(nc, nodes, first)
 
             for step, shards in enumerate(counts[1:]):
                 await asyncio.to_thread(stop, stack, how)
@@ -123,7 +138,13 @@ async def holds_each_pending_pod_once(
                 return held
             await asyncio.sleep(0.2)
 
-    held = await asyncio.wait_for(taken_in(), timeout=60)
+    try:
+        held = await asyncio.wait_for(taken_in(), timeout=60)
+    except TimeoutError:
+        held = await held_by_shard(redis, shards)
+        missing = pending - set().union(*held.values())
+        owners = {k: pod_key_owner(shards, k) for k in sorted(missing)}
+        raise AssertionError(f"{len(missing)} pending pods held by no shard: {owners}") from None
     every = [k for names in held.values() for k in names]
     assert len(every) == len(set(every)), "a pod held by two shards"
     assert set(every) == pending, (sorted(set(every) - pending)[:5], len(pending))
@@ -131,3 +152,71 @@ async def holds_each_pending_pod_once(
         assert all(pod_key_owner(shards, k) == s for k in names if shards > 1), (s, names)
     if shards > 1:
         assert all(held.values()), held  # the pending pods spread over every shard
+
+
+def stop_one(svc: ServiceProc) -> None:
+    """One instance stopped as a rolling update stops it (SIGTERM, then waited for)."""
+    if svc.proc.poll() is None:
+        svc.proc.send_signal(signal.SIGTERM)
+    try:
+        svc.proc.wait(15)
+    except subprocess.TimeoutExpired:
+        svc.proc.kill()
+        svc.proc.wait()
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("counts", [(2, 3), (3, 2), (1, 2)], ids=["2-3", "3-2", "1-2"])
+async def test_a_rolling_change_of_the_shard_count_binds_every_pod_once(
+    tmp_path: Path, counts: tuple[int, int]
+) -> None:
+    """A shard count changed as a rolling update does it: every instance of the new
+    count starts while the old ones still run (a new shard whose lane an old leader
+    holds stands by behind it; a lane new to this count leads at once), pods are
+    published during the overlap, and the old instances are stopped one at a time. The
+    two layouts overlap meanwhile (a pod can be held by an old shard and by a new one):
+    still no pod is lost or bound twice, no node is overcommitted, and the new count's
+    shards end up holding their own pending pods (docs/scale.md §4, "Join, leave,
+    failover"). The NATS servers map the partitions throughout (with one shard too):
+    the mapping is server configuration, set before the change."""
+    nodes = [make_node(f"n{i}", cpu="4", memory="16Gi") for i in range(4)]
+    mid = make_node("mid", cpu="8", memory="32Gi")  # room for 16 while both layouts run
+    big = make_node("big", cpu="64", memory="128Gi")
+    first = pods("early", 80)
+    published = list(first)
+    stack = make_test_stack(tmp_path / "stack")
+    stack.shards, stack.partitioned = counts[0], True
+    with running(stack):
+        nc = await nats.connect(stack.nats_url, max_reconnect_attempts=-1)
+        redis = aioredis.from_url(stack.redis_url)
+        try:
+            tracker, js = await filled_and_parked(nc, nodes, first)
+
+            old = list(stack.services)
+            stack.shards = counts[1]
+            for name in SERVICES:  # the new count's instances, beside the old ones
+                for _ in range(stack.replicas(name)):
+                    stack.start_service(name)
+            await asyncio.to_thread(stack.wait_ready, 60)
+            during = pods("during", 30)
+            await publish_all(js, during)
+            published += during
+            await publish_node(js, mid)  # parked pods of both layouts wake for its room
+            assert await tracker.wait_until(lambda t: len(t.bound()) == 48, timeout=60), len(
+                tracker.bound()
+            )
+            for i, svc in enumerate(old):  # the old instances go one by one, pods arriving
+                await asyncio.to_thread(stop_one, svc)
+                stack.services.remove(svc)
+                more = pods(f"after-{i}-{svc.name}", 2)
+                await publish_all(js, more)
+                published += more
+            leaders = await asyncio.to_thread(stack.wait_shard_leaders, "queue", 60)
+            assert all(leaders), leaders
+            await holds_each_pending_pod_once(redis, counts[1], published, tracker)
+
+            await publish_node(js, big)
+            await assert_invariants(stack, tracker, [*nodes, mid, big], published)
+        finally:
+            await redis.aclose()
+            await nc.close()
