@@ -154,10 +154,11 @@ async def holds_each_pending_pod_once(
         assert all(held.values()), held  # the pending pods spread over every shard
 
 
-def stop_one(svc: ServiceProc) -> None:
-    """One instance stopped as a rolling update stops it (SIGTERM, then waited for)."""
+def stop_one(svc: ServiceProc, how: signal.Signals) -> None:
+    """One instance stopped as a rolling update stops it (SIGTERM, then waited for), or
+    lost in the middle of one (SIGKILL)."""
     if svc.proc.poll() is None:
-        svc.proc.send_signal(signal.SIGTERM)
+        svc.proc.send_signal(how)
     try:
         svc.proc.wait(15)
     except subprocess.TimeoutExpired:
@@ -166,9 +167,18 @@ def stop_one(svc: ServiceProc) -> None:
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("counts", [(2, 3), (3, 2), (1, 2)], ids=["2-3", "3-2", "1-2"])
+@pytest.mark.parametrize(
+    ("counts", "how"),
+    [
+        ((2, 3), signal.SIGTERM),
+        ((3, 2), signal.SIGTERM),
+        ((1, 2), signal.SIGTERM),
+        ((2, 3), signal.SIGKILL),
+    ],
+    ids=["2-3", "3-2", "1-2", "2-3-kill"],
+)
 async def test_a_rolling_change_of_the_shard_count_binds_every_pod_once(
-    tmp_path: Path, counts: tuple[int, int]
+    tmp_path: Path, counts: tuple[int, int], how: signal.Signals
 ) -> None:
     """A shard count changed as a rolling update does it: every instance of the new
     count starts while the old ones still run (a new shard whose lane an old leader
@@ -178,7 +188,9 @@ async def test_a_rolling_change_of_the_shard_count_binds_every_pod_once(
     still no pod is lost or bound twice, no node is overcommitted, and the new count's
     shards end up holding their own pending pods (docs/scale.md §4, "Join, leave,
     failover"). The NATS servers map the partitions throughout (with one shard too):
-    the mapping is server configuration, set before the change."""
+    the mapping is server configuration, set before the change. Killed instead of
+    stopped, each old leader's lanes wait for its lease to run out, then the new
+    count's standby takes them over."""
     nodes = [make_node(f"n{i}", cpu="4", memory="16Gi") for i in range(4)]
     mid = make_node("mid", cpu="8", memory="32Gi")  # room for 16 while both layouts run
     big = make_node("big", cpu="64", memory="128Gi")
@@ -206,7 +218,7 @@ async def test_a_rolling_change_of_the_shard_count_binds_every_pod_once(
                 tracker.bound()
             )
             for i, svc in enumerate(old):  # the old instances go one by one, pods arriving
-                await asyncio.to_thread(stop_one, svc)
+                await asyncio.to_thread(stop_one, svc, how)
                 stack.services.remove(svc)
                 more = pods(f"after-{i}-{svc.name}", 2)
                 await publish_all(js, more)
