@@ -1,7 +1,8 @@
 """When a pod passed each hop between its publish and its binding (wall clock).
 
 Each service stamps what it already sends, once per batch: the watcher's envelope to
-the queue, the queue's pop reply, the cache's assume reply; the worker carries a
+the queue, the queue's pop reply, the worker's assume request (its own time: the
+cycles done), the cache's assume reply; the worker carries a
 pod's stamps in its bind request and the binder writes them on the binding as the
 STAGES_HEADER. No stamp costs a message of its own. All of ksched's processes read
 the same wall clock on one machine; across machines the stages are as good as NTP.
@@ -15,10 +16,11 @@ ROUTED = "routed"  # the watcher sent it to the queue (the cache has applied it)
 QUEUED = "queued"  # the queue added it to activeQ (kube's QueuedPodInfo.Timestamp)
 POPPED = "popped"  # the queue handed it to a worker's pop
 PICKED = "picked"  # the worker received the pop reply
+SCHEDULED = "scheduled"  # the worker's cycles of the batch done, its assume request sent
 ASSUMED = "assumed"  # the cache committed the worker's assumption
 BIND_REQUESTED = "bind_requested"  # the worker published the bind request
 BINDING = "binding"  # a binder started the binding cycle
-HOPS = (WATCHED, ROUTED, QUEUED, POPPED, PICKED, ASSUMED, BIND_REQUESTED, BINDING)
+HOPS = (WATCHED, ROUTED, QUEUED, POPPED, PICKED, SCHEDULED, ASSUMED, BIND_REQUESTED, BINDING)
 
 Stamps = dict[str, float]
 

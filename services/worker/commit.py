@@ -15,7 +15,7 @@ from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import chunks_for, request_all
 from shared.runtime.service import Runtime
 from shared.snapshot import Snapshot
-from shared.stages import ASSUMED
+from shared.stages import ASSUMED, SCHEDULED
 from shared.subjects import BIND_SUBJECT, CACHE_ASSUME, MSG_ID_HEADER
 from shared.wire import pack
 
@@ -36,6 +36,9 @@ class Committer:
         over, or writing its state again after Redis lost it), their local assumption
         and Reserve undone: the first are retried at once, the others later."""
         batch = [self._assumption(a) for a in placed]
+        scheduled = time.time()  # the batch's stage time (shared/stages.py)
+        for a in placed:
+            a.stamps[SCHEDULED] = scheduled
         try:
             replies = await request_all(self.rt.nc, CACHE_ASSUME, batch, "assume", timeout=10)
             results = [(r, reply.get(ASSUMED)) for reply in replies for r in reply["results"]]
