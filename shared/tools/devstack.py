@@ -22,7 +22,14 @@ from pathlib import Path
 from shared.sharding import mapping_config
 from shared.tools.natscluster import NatsCluster, start_nats_cluster
 from shared.tools.sentinel import RedisSentinels, start_sentinels
-from shared.tools.servers import Server, free_port, spawn, start_nats, start_redis
+from shared.tools.servers import (
+    Server,
+    free_port,
+    spawn,
+    start_nats,
+    start_redis,
+    wait_or_kill,
+)
 
 SERVICES = ("watcher", "queue", "cache", "worker", "binder")
 LEADER_ELECTED = ("watcher", "queue", "cache")  # one leads, the others stand by
@@ -225,12 +232,16 @@ class LocalStack:
             if svc.proc.poll() is None:
                 svc.proc.send_signal(signal.SIGTERM)
         for svc in self.services:
-            try:
-                svc.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                svc.proc.kill()
-                svc.proc.wait()
+            wait_or_kill(svc.proc, 15)
         self.services.clear()
+
+    def stop_service(self, svc: ServiceProc, how: signal.Signals = signal.SIGTERM) -> None:
+        """One instance ended by `how` (SIGTERM: stopped as a rolling update stops it;
+        SIGKILL: lost) and waited for; the stack no longer counts it."""
+        if svc.proc.poll() is None:
+            svc.proc.send_signal(how)
+        wait_or_kill(svc.proc, 15)
+        self.services.remove(svc)
 
     def stop(self) -> None:
         self.stop_services()

@@ -87,11 +87,16 @@ class Server:
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            wait_or_kill(self.proc, 10)
+
+
+def wait_or_kill(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Wait for a signalled process to end; killed if it has not within `timeout`."""
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def start_nats(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from nats.js import JetStreamContext
 from shared import keys
 from shared.sharding import pod_key_owner, queue_shards
 from shared.tools.client import PodTracker, publish_all, publish_node
-from shared.tools.devstack import SERVICES, LocalStack, ServiceProc, running
+from shared.tools.devstack import SERVICES, LocalStack, running
 from shared.tools.synthetic import make_node, make_pod
 from shared.wire import text
 from tests.conftest import make_test_stack
@@ -154,18 +153,6 @@ async def holds_each_pending_pod_once(
         assert all(held.values()), held  # the pending pods spread over every shard
 
 
-def stop_one(svc: ServiceProc, how: signal.Signals) -> None:
-    """One instance stopped as a rolling update stops it (SIGTERM, then waited for), or
-    lost in the middle of one (SIGKILL)."""
-    if svc.proc.poll() is None:
-        svc.proc.send_signal(how)
-    try:
-        svc.proc.wait(15)
-    except subprocess.TimeoutExpired:
-        svc.proc.kill()
-        svc.proc.wait()
-
-
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize(
     ("counts", "how"),
@@ -218,8 +205,7 @@ async def test_a_rolling_change_of_the_shard_count_binds_every_pod_once(
                 tracker.bound()
             )
             for i, svc in enumerate(old):  # the old instances go one by one, pods arriving
-                await asyncio.to_thread(stop_one, svc, how)
-                stack.services.remove(svc)
+                await asyncio.to_thread(stack.stop_service, svc, how)
                 more = pods(f"after-{i}-{svc.name}", 2)
                 await publish_all(js, more)
                 published += more
