@@ -29,6 +29,7 @@ from shared.api.models import Pod, PriorityClass
 from shared.api.priority import PriorityClasses, admit_event
 from shared.messages import BindRequest, CacheEvent, QueueEvent, requests_in
 from shared.routing import TERMINAL_PHASES, Informer, route, stamped
+from shared.runtime.timeouts import within
 from shared.sharding import misplaced_partition, stored_pod_subject
 from shared.subjects import (
     BIND_STREAM,
@@ -102,7 +103,7 @@ async def read_latest(js: JetStreamContext) -> Latest:
         while not caught_up.is_set():  # every message sets progress, the last one both
             progress.clear()
             try:
-                await asyncio.wait_for(progress.wait(), LIST_STALL_SECONDS)
+                await within(progress.wait(), LIST_STALL_SECONDS)
             except TimeoutError:
                 raise TimeoutError(f"listing {CLUSTER_STREAM} made no progress") from None
     finally:

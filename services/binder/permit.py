@@ -23,6 +23,7 @@ from shared.framework.waiting_pods import WaitingPod, WaitingPods
 from shared.messages import BindRequest, PermitState
 from shared.runtime.rpc import request
 from shared.runtime.service import Runtime
+from shared.runtime.timeouts import within
 from shared.subjects import CACHE_PERMIT
 
 log = logging.getLogger("ksched.binder.permit")
@@ -109,7 +110,7 @@ class PermitWaiter:
                 timeout = min(timeout, max(deadline - time.time(), 0.0) + 0.01)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                await within(self._wake.wait(), timeout)
             self.waiting.expire(time.time())
             await self._resolve()
             if time.monotonic() - last_progress >= PROGRESS_SECONDS:

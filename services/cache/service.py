@@ -43,6 +43,7 @@ from shared.runtime.moves import move_at_queue_shards
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import apply_each, chunks_for, serve
 from shared.runtime.service import Runtime
+from shared.runtime.timeouts import within
 from shared.runtime.watermark import (
     CHECK_SECONDS,
     StateWrites,
@@ -135,7 +136,7 @@ class CacheService:
         await self.rt.start_serving()
         while not self.stopping.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), CHECK_SECONDS)
+                await within(self.stopping.wait(), CHECK_SECONDS)
             await self.state.check()
             expired = self.cache.cleanup_expired()
             if expired:

@@ -40,6 +40,7 @@ from shared.api.podstatus import (
 )
 from shared.plugins.schedulinggates import NAME as SCHEDULING_GATES
 from shared.runtime.publish import Conflict, publish_event, write_pod
+from shared.runtime.timeouts import within
 
 log = logging.getLogger("ksched.queue")
 
@@ -114,7 +115,7 @@ class NotReadyReporter:
             if wait > 0:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), wait)
+                    await within(self._wake.wait(), wait)
                 continue
             batch: list[_Rejection] = []
             while self._due and self._due[0][0] <= loop.time() and len(batch) < MAX_IN_FLIGHT:

@@ -65,6 +65,7 @@ from shared.runtime.moves import move_at_queue_shards
 from shared.runtime.retry import retry_forever
 from shared.runtime.rpc import apply_each, request_all, serve
 from shared.runtime.service import Runtime
+from shared.runtime.timeouts import within
 from shared.runtime.watermark import (
     CHECK_SECONDS,
     StateWrites,
@@ -210,7 +211,7 @@ class QueueService:
         last_leftover_flush = last_check = time.monotonic()
         while not self.stopping.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), TICK_SECONDS)
+                await within(self.stopping.wait(), TICK_SECONDS)
             if time.monotonic() - last_check >= CHECK_SECONDS:
                 await self.state.check()
                 last_check = time.monotonic()

@@ -16,6 +16,7 @@ from nats.js.api import Header
 
 from shared.runtime import failpoints, progress
 from shared.runtime.progress import Progress
+from shared.runtime.timeouts import within
 
 log = logging.getLogger("ksched.consume")
 
@@ -194,7 +195,7 @@ class PullFeed:
         if timeout <= 0:
             return None
         try:
-            return await asyncio.wait_for(self._queue.get(), timeout)
+            return await within(self._queue.get(), timeout)
         except TimeoutError:
             return None
 

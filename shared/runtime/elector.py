@@ -26,6 +26,7 @@ from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 from shared.runtime.fencing import Fenced, FencedBatch, epoch_floor, raise_epoch
 from shared.runtime.lease import Lease, LeaseConfig, LeaseRecord, Role
 from shared.runtime.leasestore import LeaseStore, Outraced
+from shared.runtime.timeouts import within
 
 log = logging.getLogger("ksched.leaderelection")
 
@@ -121,7 +122,7 @@ class LeaderElector:
         started = self._asked = time.monotonic()
         budget = max(self.lease.budget(started), 0.1)
         try:
-            await asyncio.wait_for(self._attempt(clients, started), budget)
+            await within(self._attempt(clients, started), budget)
         except asyncio.CancelledError:
             raise
         except Exception as err:
@@ -168,7 +169,7 @@ class LeaderElector:
         self._asked = time.monotonic()
         pace = self.lease.config.retry_period / 2
         try:
-            return await asyncio.wait_for(store.write(self.service, claim, revision), pace)
+            return await within(store.write(self.service, claim, revision), pace)
         except Outraced as err:
             log.info("%s lease: %s; reading again", self.service, err)
         except UNANSWERED as err:
@@ -217,7 +218,7 @@ class LeaderElector:
         """The newest epoch Redis has seen, for a takeover to start above it; 0 when
         Redis does not answer (the bucket's epochs are what count)."""
         try:
-            return await asyncio.wait_for(epoch_floor(redis, self.service), 1.0)
+            return await within(epoch_floor(redis, self.service), 1.0)
         except Exception as err:
             log.warning("%s lease: no epoch floor from redis: %s", self.service, err)
             return 0
@@ -319,7 +320,7 @@ class LeaderElector:
             # The thread's last try must end before anyone else touches the lease
             # (a release at shutdown writes at the revision it saw).
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(ended), self.lease.config.renew_deadline)
+                await within(asyncio.shield(ended), self.lease.config.renew_deadline)
 
     async def _renew(self, get: GetClients, stop: asyncio.Event) -> Held:
         """Renew until `stop` is set or the lease is lost (given up for want of progress
@@ -424,7 +425,7 @@ class LeaderElector:
         if not self.lease.leading:
             return
         try:
-            await asyncio.wait_for(self._release(self.clients), self.lease.config.retry_period)
+            await within(self._release(self.clients), self.lease.config.retry_period)
         except Exception as err:  # it lapses by itself
             log.warning("%s: lease release failed: %s", self.service, err)
         self.lease.give_up("released at shutdown")
@@ -442,7 +443,7 @@ class LeaderElector:
 async def _set_within(event: asyncio.Event, seconds: float) -> bool:
     """Whether `event` is set within `seconds`."""
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), seconds)
+        await within(event.wait(), seconds)
     return event.is_set()
 
 

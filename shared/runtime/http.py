@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from shared.runtime.timeouts import within
+
 log = logging.getLogger("ksched.http")
 
 MAX_HEAD_BYTES = 8 * 1024
@@ -132,7 +134,7 @@ class HealthServer:
             response = await self._respond(reader)
             if response is not None:
                 writer.write(response.encode())
-                await asyncio.wait_for(writer.drain(), IO_TIMEOUT_SECONDS)
+                await within(writer.drain(), IO_TIMEOUT_SECONDS)
         except (OSError, TimeoutError):
             pass  # the client went away or stalled; nothing useful to tell it
         except Exception:
@@ -147,7 +149,7 @@ class HealthServer:
     async def _respond(self, reader: asyncio.StreamReader) -> Response | None:
         """Read one request head and build the answer; None means just hang up."""
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IO_TIMEOUT_SECONDS)
+            head = await within(reader.readuntil(b"\r\n\r\n"), IO_TIMEOUT_SECONDS)
         except asyncio.LimitOverrunError:
             return text(431, "request head too large")
         except (asyncio.IncompleteReadError, TimeoutError):
@@ -175,7 +177,7 @@ class HealthServer:
 
     async def _readyz(self) -> Response:
         try:
-            ok, detail = await asyncio.wait_for(self._ready(), self._readiness_timeout)
+            ok, detail = await within(self._ready(), self._readiness_timeout)
         except TimeoutError:
             return text(503, "readiness check timed out")
         except Exception as err:

@@ -32,6 +32,7 @@ from shared.api.owners import OWNER_MODELS, Controller, Service
 from shared.api.podgroup import SchedulingPodGroup
 from shared.api.workload import Workload
 from shared.framework.interface import ClusterObjects
+from shared.runtime.timeouts import within
 from shared.subjects import (
     CLUSTER_STREAM,
     REPLICASETS_PREFIX,
@@ -119,7 +120,7 @@ class Informer:
                 return
             self._progress.clear()
             try:
-                await asyncio.wait_for(self._progress.wait(), min(STALL_SECONDS, left))
+                await within(self._progress.wait(), min(STALL_SECONDS, left))
             except TimeoutError:
                 if deadline - loop.time() > 0:
                     raise TimeoutError(

@@ -15,6 +15,7 @@ import uuid
 
 from nats.aio.client import Client as NATS
 
+from shared.runtime.timeouts import within
 from shared.subjects import PARTITIONS_PROBE, PARTITIONS_PROBED
 
 log = logging.getLogger("ksched.partitions")
@@ -40,7 +41,7 @@ async def probe_partitions(nc: NATS) -> int | None:
         await nc.flush()
         await nc.publish(plain, b"")
         await nc.flush()
-        subject = await asyncio.wait_for(answer, PROBE_TIMEOUT_SECONDS)
+        subject = await within(answer, PROBE_TIMEOUT_SECONDS)
     except TimeoutError:
         log.warning("the partition probe went unanswered: taking pods as unmapped")
         return None

@@ -8,6 +8,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from shared.runtime.timeouts import within
+
 T = TypeVar("T")
 
 log = logging.getLogger("ksched.retry")
@@ -42,5 +44,5 @@ async def retry_forever(
                 await asyncio.sleep(delay)
             else:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(until.wait(), delay)
+                    await within(until.wait(), delay)
             delay = min(delay * 2, max_delay)

@@ -33,6 +33,7 @@ from shared.runtime.partitions import probe_partitions
 from shared.runtime.progress import Progress
 from shared.runtime.retry import retry_forever
 from shared.runtime.settings import Settings
+from shared.runtime.timeouts import within
 from shared.sharding import use_partitions
 
 log = logging.getLogger("ksched.service")
@@ -256,7 +257,7 @@ class Runtime:
         # Drain delivers what is already buffered; with a pull subscription open it
         # can wait out nats-py's whole drain timeout, so bound it.
         try:
-            await asyncio.wait_for(self.nc.drain(), DRAIN_SECONDS)
+            await within(self.nc.drain(), DRAIN_SECONDS)
         except Exception:
             with contextlib.suppress(Exception):
                 await self.nc.close()
@@ -349,7 +350,7 @@ async def _stop(rt: Runtime, logic: ServiceLogic, running: asyncio.Task[None]) -
     # Let the logic finish (or hand back) what it holds, then stop whatever is left.
     await logic.shutdown()
     with contextlib.suppress(asyncio.TimeoutError, Exception):
-        await asyncio.wait_for(asyncio.shield(running), SHUTDOWN_GRACE_SECONDS)
+        await within(asyncio.shield(running), SHUTDOWN_GRACE_SECONDS)
     running.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await running

@@ -37,6 +37,7 @@ from nats.js.errors import APIError
 
 from shared.api.models import key_of
 from shared.runtime.connections import connect_redis
+from shared.runtime.timeouts import within
 from shared.sharding import pod_gang, queue_owner
 from shared.subjects import EXPECTED_LAST_SUBJECT_SEQ, pod_subject
 from shared.tools.client import PodTracker, publish_all
@@ -216,7 +217,7 @@ class Monkey:
         low, high = self.report.config.kill_every
         while not stop.is_set():
             try:
-                await asyncio.wait_for(stop.wait(), self.rng.uniform(low, high))
+                await within(stop.wait(), self.rng.uniform(low, high))
             except TimeoutError:
                 await self.kill_one()
 

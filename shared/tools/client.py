@@ -21,6 +21,7 @@ from shared.api.models import object_key
 from shared.api.podstatus import pod_condition
 from shared.runtime.connections import ensure_streams
 from shared.runtime.consume import stream_sequence
+from shared.runtime.timeouts import within
 from shared.sharding import misplaced_partition, partitioned_pod_subject
 from shared.subjects import (
     BOUND_BY_HEADER,
@@ -215,7 +216,7 @@ class PodTracker:
                 return False
             self.changed.clear()
             try:
-                await asyncio.wait_for(self.changed.wait(), min(remaining, 0.5))
+                await within(self.changed.wait(), min(remaining, 0.5))
             except TimeoutError:
                 continue
         return True

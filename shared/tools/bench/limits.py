@@ -30,6 +30,7 @@ from pathlib import Path
 import nats
 
 from shared.runtime.connections import stream_config
+from shared.runtime.timeouts import within
 from shared.subjects import STREAMS
 from shared.tools.bench.resources import usage
 from shared.tools.bench.workloads import WORKLOADS
@@ -118,7 +119,7 @@ async def core_publish(server: Server, body: bytes, n: int, what: str) -> Limit:
         if i % 1000 == 999:
             await pub.flush()  # keep the client's buffer bounded
     await pub.flush()
-    await asyncio.wait_for(done.wait(), 120)
+    await within(done.wait(), 120)
     seconds, cpu = time.perf_counter() - t0, _cpu(server) - cpu0
     await pub.close()
     await sub_nc.close()

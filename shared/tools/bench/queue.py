@@ -22,6 +22,7 @@ import nats
 from nats.aio.client import Client as NATS
 
 from shared.runtime.rpc import request
+from shared.runtime.timeouts import within
 from shared.subjects import QUEUE_EVENTS, QUEUE_POP, QUEUE_REPORT
 from shared.tools.devstack import LocalStack, temporary_stack
 from shared.tools.synthetic import make_pod
@@ -103,7 +104,7 @@ async def throughput(nc: NATS, pods: int, poppers: int, batch: int) -> dict[str,
     tasks = [asyncio.create_task(popper()) for _ in range(poppers)]
     await add_pods(nc, upserts("tp", pods))
     added = time.perf_counter() - start
-    await asyncio.wait_for(done.wait(), timeout=600)
+    await within(done.wait(), 600)
     elapsed = time.perf_counter() - start
     await asyncio.gather(*tasks)
     await clear(nc, popped_all)

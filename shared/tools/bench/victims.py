@@ -23,6 +23,7 @@ from nats.js.api import DeliverPolicy
 
 from shared.api.names import object_key
 from shared.api.podstatus import EVENT_PREEMPTED
+from shared.runtime.timeouts import within
 from shared.subjects import EVENTS_PREFIX, EVENTS_STREAM
 
 _PREEMPTED_BY = re.compile(r"^Preempted by pod (\S+) on node ")
@@ -69,7 +70,7 @@ async def read_preemptions(js: JetStreamContext, timeout: float = 30) -> dict[st
         f"{EVENTS_PREFIX}.>", cb=on_msg, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL
     )
     try:
-        await asyncio.wait_for(done.wait(), timeout)
+        await within(done.wait(), timeout)
     finally:
         await sub.unsubscribe()
     return found

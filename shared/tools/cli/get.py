@@ -12,6 +12,7 @@ from typing import Any
 from nats.aio.client import Client as NATS
 
 from shared.api.names import DEFAULT_NAMESPACE
+from shared.runtime.timeouts import within
 from shared.subjects import EVENTS_PREFIX
 from shared.tools.cli.args import JSONPATH
 from shared.tools.cli.events import event_columns, event_row, series
@@ -160,7 +161,7 @@ async def follow(
     while deadline is None or loop.time() < deadline:
         left = None if deadline is None else max(deadline - loop.time(), 0.0)
         try:
-            what, _, obj, deleted = await asyncio.wait_for(changes.get(), left)
+            what, _, obj, deleted = await within(changes.get(), left)
         except TimeoutError:
             return
         if deleted:  # its last row says it is going, as kubectl's does

@@ -24,6 +24,7 @@ from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from shared.api.names import object_key
 from shared.runtime.natsurl import server_list
+from shared.runtime.timeouts import within
 from shared.sharding import misplaced_partition
 from shared.subjects import (
     CLUSTER_STREAM,
@@ -180,7 +181,7 @@ class ClusterWatch:
             )
         )
         try:
-            await asyncio.wait_for(self.synced.wait(), REPLAY_TIMEOUT_SECONDS)
+            await within(self.synced.wait(), REPLAY_TIMEOUT_SECONDS)
         except TimeoutError:
             raise CliError(f"reading stream {CLUSTER_STREAM} timed out") from None
 

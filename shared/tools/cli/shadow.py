@@ -24,6 +24,7 @@ from shared.api.names import object_key
 from shared.config import ConfigError, SchedulerConfiguration, load_config
 from shared.framework.shadow import Decision, LogEvent, Shadow, backfilled
 from shared.framework.shadow_report import RESOURCES, report
+from shared.runtime.timeouts import within
 from shared.subjects import CLUSTER_STREAM, WHOLE_STREAM, object_of_subject
 from shared.tools.cli.live import CliError, answered, connect, require_stream
 from shared.tools.cli.output import emit, warn
@@ -123,7 +124,7 @@ async def _stored(queue: asyncio.Queue[Msg], stored: int) -> list[LogEvent]:
     pending = stored
     while pending:
         try:
-            msg = await asyncio.wait_for(queue.get(), READ_TIMEOUT_SECONDS)
+            msg = await within(queue.get(), READ_TIMEOUT_SECONDS)
         except TimeoutError:
             raise CliError(f"reading stream {CLUSTER_STREAM} timed out") from None
         pending = msg.metadata.num_pending

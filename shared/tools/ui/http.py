@@ -14,6 +14,8 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from shared.runtime.timeouts import within
+
 # A pasted manifest or configuration; larger is refused, which also keeps a forwarded
 # what-if well under NATS's max payload (1 MiB by default).
 MAX_BODY_BYTES = 256 << 10
@@ -56,7 +58,7 @@ def error_response(status: int, message: str) -> Response:
 
 
 async def read_request(reader: asyncio.StreamReader) -> Request:
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEADER_TIMEOUT_SECONDS)
+    head = await within(reader.readuntil(b"\r\n\r\n"), HEADER_TIMEOUT_SECONDS)
     lines = head.decode("latin-1").split("\r\n")
     try:
         method, target, _ = lines[0].split(" ", 2)
