@@ -34,21 +34,23 @@ async def test_a_cancel_that_meets_the_result_still_cancels() -> None:
     assert task.cancelled(), f"the cancel was swallowed: the task went on with {after}"
 
 
-async def test_a_cancel_that_meets_a_coroutines_end_still_cancels() -> None:
+async def _holding(answers: asyncio.Queue[str], tries: list[str]) -> None:
     """The shape of the elector's hold(): tries (coroutines, not futures) in a loop
-    that only a cancel ends, the cancel sent at each iteration around a try's end."""
+    that only a cancel ends."""
+
+    async def attempt() -> str:
+        return await answers.get()
+
+    while True:
+        tries.append(await within(attempt(), 60))
+
+
+async def test_a_cancel_that_meets_a_coroutines_end_still_cancels() -> None:
+    """The cancel sent at each iteration around a try's end."""
     for delay in range(4):
         answers: asyncio.Queue[str] = asyncio.Queue()
         tries: list[str] = []
-
-        async def attempt() -> str:
-            return await answers.get()
-
-        async def holding() -> None:
-            while True:
-                tries.append(await within(attempt(), 60))
-
-        task = asyncio.create_task(holding())
+        task = asyncio.create_task(_holding(answers, tries))
         await _spin(2)
         answers.put_nowait("renewed")
         await _spin(delay)
