@@ -117,7 +117,8 @@ def churn_lines(results: Sequence[BenchResult]) -> list[str]:
             lines.append(
                 f"{r.workload}: {r.victims} victims, {r.victims_of_bound} of them evicted by "
                 f"the {r.preemptors_bound} preemptors bound (the rest by preemptors still "
-                f"unbound at the end)"
+                f"unbound at the end); {r.preempted_again} bound preemptors preempted on more "
+                f"than one node"
             )
     return lines
 

@@ -37,7 +37,7 @@ from shared.tools.bench.latency import percentiles, pod_stages, stage_table
 from shared.tools.bench.perf import SAMPLE_INTERVAL, ThroughputCollector
 from shared.tools.bench.profile import Profiler
 from shared.tools.bench.resources import cpu_delta, peak_rss, usages
-from shared.tools.bench.victims import read_preemptions, victims_of_bound
+from shared.tools.bench.victims import preempted_again, read_preemptions, victims_of_bound
 from shared.tools.bench.workloads import Churn, Obj, Size, Workload
 from shared.tools.client import PodTracker, publish_all, publish_node, publish_pod
 from shared.tools.devstack import LocalStack
@@ -85,6 +85,9 @@ class BenchResult:
     victims: int | None = None
     victims_of_bound: int = 0
     preemptors_bound: int = 0
+    # Bound preemptors whose victims were on more than one node (victims.py): with one
+    # worker none; the average above hides them when others bound without preempting.
+    preempted_again: int = 0
     # Redis commands and stream writes per bound measured pod (traffic.py)
     ops_per_pod: dict[str, float] = field(default_factory=dict)
     shards: int = 1  # watcher and queue shards (KSCHED_SHARDS)
@@ -418,6 +421,7 @@ async def _measure(
         result.victims = _victims(driver)
         result.preemptors_bound = len(preemptors)
         result.victims_of_bound = victims_of_bound(preemptions, uids, preemptors)
+        result.preempted_again = len(preempted_again(preemptions, uids, preemptors))
     return result
 
 
