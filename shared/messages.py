@@ -190,6 +190,31 @@ class AssumeReply(TypedDict, total=False):
 # (assumed: when the cache committed the batch, a stage time, shared/stages.py)
 
 
+# --- worker -> cache (CACHE_NOMINATE) -----------------------------------------
+class NominationRequest(TypedDict):
+    """A preemption's nomination, reserved before the worker writes it (cache.py
+    reserve_nomination)."""
+
+    key: str
+    seq: int  # the pod's version the worker read: its status write is conditional on it
+    pod: dict[str, Any]
+    node: str
+    victims: list[str]  # keys of the pods PostFilter chose to evict on `node`
+    profile: str
+
+
+class NominationReply(TypedDict, total=False):
+    ok: bool
+    plugin: str
+    reasons: list[str]
+    # when refused: the nominations already holding the room, [node, slim pod, seq]
+    holders: list[tuple[str, bytes, int]]
+
+
+# {"reserve": NominationRequest} -> NominationReply
+# {"release": [key, seq]} -> {"released": bool}: the nomination's write failed
+
+
 # --- binder, worker, queue -> cache (CACHE_BINDING) ----------------------------
 # {"finish": [[key, uid], ...],             binder: bound, the assumption confirmed
 #  "forget": [[key, uid], ...],             worker: committed, then Permit rejected

@@ -151,6 +151,8 @@ WHATIF = "ksched.operator.whatif"
 CACHE_EVENTS = "ksched.internal.cache.events"  # watcher -> cache: nodes, assigned pods
 CACHE_ASSUME = "ksched.internal.cache.assume"  # worker -> cache: validate-then-commit
 CACHE_BINDING = "ksched.internal.cache.binding"  # binder -> cache: finish-binding / forget
+# worker -> cache: a preemption's nomination reserved before it is written
+CACHE_NOMINATE = "ksched.internal.cache.nominate"
 # worker/binder -> cache: Permit signals (allow/reject waiting pods) and verdict queries
 CACHE_PERMIT = "ksched.internal.cache.permit"
 # cache -> every binder (core NATS fan-out): assumed pods whose Permit verdicts changed

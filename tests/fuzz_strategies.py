@@ -288,6 +288,16 @@ assumption = st.fixed_dictionaries(
     },
     optional={"generation": junk, "cycle": plausible_int},
 )
+nomination = st.fixed_dictionaries(
+    {
+        "key": plausible_key,
+        "profile": st.just("default-scheduler") | junk_leaf,
+        "pod": hostile_pod,
+        "node": st.just("hostile") | junk_leaf,
+        "seq": plausible_int,
+        "victims": st.lists(plausible_key, max_size=3) | junk_leaf,
+    },
+)
 SHAPED = {
     "ksched.internal.queue.events": st.fixed_dictionaries(
         {"events": st.lists(queue_event, max_size=4)}
@@ -305,6 +315,8 @@ SHAPED = {
     "ksched.internal.cache.assume": st.fixed_dictionaries(
         {"assume": st.lists(assumption, max_size=3)}
     ),
+    "ksched.internal.cache.nominate": st.fixed_dictionaries({"reserve": nomination})
+    | st.fixed_dictionaries({"release": st.lists(junk_leaf, max_size=3)}),
     "ksched.internal.cache.binding": st.fixed_dictionaries(
         {},
         optional={

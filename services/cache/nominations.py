@@ -27,6 +27,11 @@ from typing import Any
 from shared.framework.types import PodInfo
 
 NOMINATION_TTL = 300.0  # seconds; a nominated preemptor normally binds within seconds
+# A preemption's room reserved before its nomination is written (cache.py
+# reserve_nomination): the watcher brings the written nomination within moments, which
+# holds it for NOMINATION_TTL; one never written (its worker died, or the write lost to
+# a newer version of the pod) stops holding the room after this.
+RESERVATION_TTL = 30.0
 
 
 @dataclass
@@ -72,6 +77,12 @@ class Nominations:
             return
         self.by_key[key] = Nomination(node, pod, deadline)
         self._changed(key)
+
+    def release(self, key: str, version: int) -> bool:
+        """Drop the nomination reserved at `version` (one never written); a newer one,
+        the watcher's, stays."""
+        current = self.by_key.get(key)
+        return current is not None and current.pod.version == version and self.drop(key)
 
     def drop(self, key: str) -> bool:
         if self.by_key.pop(key, None) is None:

@@ -31,7 +31,15 @@ from shared.framework.interface import ClusterObjects
 from shared.framework.profile_map import ProfileMap
 from shared.framework.types import PodInfo
 from shared.framework.waiting_pods import PermitSignal
-from shared.messages import AssumeReply, Assumption, BindRequest, CacheEvent, PermitState
+from shared.messages import (
+    AssumeReply,
+    Assumption,
+    BindRequest,
+    CacheEvent,
+    NominationReply,
+    NominationRequest,
+    PermitState,
+)
 from shared.plugins import REGISTRY
 from shared.podgroups import PodGroups
 from shared.relist import pending_pods, read_in_flight, read_latest, route_latest
@@ -55,6 +63,7 @@ from shared.subjects import (
     CACHE_BINDING,
     CACHE_EVENTS,
     CACHE_GROUP,
+    CACHE_NOMINATE,
     CACHE_PERMIT,
     PERMIT_VERDICTS,
 )
@@ -131,6 +140,7 @@ class CacheService:
         nc = self.rt.nc
         await serve(nc, CACHE_EVENTS, self.on_events, queue=CACHE_GROUP)
         await serve(nc, CACHE_ASSUME, self.on_assume, queue=CACHE_GROUP)
+        await serve(nc, CACHE_NOMINATE, self.on_nominate, queue=CACHE_GROUP)
         await serve(nc, CACHE_BINDING, self.on_binding, queue=CACHE_GROUP)
         await serve(nc, CACHE_PERMIT, self.on_permit, queue=CACHE_GROUP)
         await self.rt.start_serving()
@@ -242,6 +252,38 @@ class CacheService:
         if result.nominated:
             reply["nominated"] = True
         return reply
+
+    async def on_nominate(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Reserve a preemption's nomination (or release one whose write failed); the
+        reservation is in Redis before the worker writes the nomination and deletes
+        the victims, so that a new leader refuses the same room too."""
+        if "release" in body:
+            key, seq = body["release"]
+            released = self.cache.release_nomination(str(key), int(seq))
+            await self.flusher.flush()
+            return {"released": released}
+        reply = self._reserve(body["reserve"])
+        await self.flusher.flush()
+        return dict(reply)
+
+    def _reserve(self, r: NominationRequest) -> NominationReply:
+        framework = self.frameworks.get(r["profile"])
+        if framework is None:
+            return {"ok": False, "plugin": "", "reasons": ["unknown profile"]}
+        pod = PodInfo.of(r["pod"], int(r["seq"]))
+        if pod.key != r["key"]:
+            return {"ok": False, "plugin": "", "reasons": ["the key does not name the pod"]}
+        result = self.cache.reserve_nomination(framework, pod, str(r["node"]), list(r["victims"]))
+        if result.ok:
+            return {"ok": True}
+        status = result.status
+        assert status is not None
+        return {
+            "ok": False,
+            "plugin": status.plugin,
+            "reasons": status.reasons,
+            "holders": [(n.node, n.pod.slim_bytes, n.pod.version) for n in result.holders],
+        }
 
     async def on_binding(self, body: dict[str, Any]) -> dict[str, int]:
         for key, uid in body.get("finish", []):

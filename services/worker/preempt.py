@@ -38,12 +38,15 @@ from shared.api.podstatus import (
 from shared.framework.diagnosis import FitError
 from shared.framework.handle import HandleProviders
 from shared.framework.types import PodInfo
+from shared.messages import NominationReply, NominationRequest
 from shared.plugins.defaultpreemption import NOT_ELIGIBLE_TERMINATING
 from shared.runtime.informer import Informer
 from shared.runtime.publish import Conflict, own_write_headers, publish_event, write_pod
+from shared.runtime.rpc import request
 from shared.sharding import stored_pod_subject
 from shared.snapshot import Snapshot
 from shared.subjects import (
+    CACHE_NOMINATE,
     CLUSTER_STREAM,
     PDBS_PREFIX,
     pod_subject,
@@ -187,6 +190,62 @@ class PreemptionPhase:
         a.preemption = a.scheduler.run_post_filter(a.state, a.pod, err)
         if a.preemption is not None:
             self.nominate_locally(a.pod, a.preemption.nominated_node_name)
+
+    async def reserve(self, a: Attempt, err: FitError) -> None:
+        """The nomination PostFilter chose, reserved at the cache before it is written
+        (cache.py reserve_nomination). Refused when pods nominated there first hold the
+        room (this worker had not heard of them yet): PostFilter runs once more with
+        them counted, as kube's would have. Refused again, or unanswered: no
+        preemption this time; the pod is retried after its backoff."""
+        for retry in (True, False):
+            if a.preemption is None or not a.preemption.nominated_node_name:
+                return
+            node = a.preemption.nominated_node_name
+            reply = await self._ask_reservation(a, node)
+            if reply is not None and reply.get("ok"):
+                return
+            self.nominate_locally(a.pod, "")
+            a.preemption = None
+            if reply is None:
+                return
+            log.info(
+                "nomination to %s refused: %s",
+                node,
+                "; ".join(reply.get("reasons", [])),
+                extra={"pod": a.pod.key, "cycle": a.cycle},
+            )
+            for held_node, slim, seq in reply.get("holders", []):
+                self.nominate_locally(PodInfo.of_slim(slim, seq), held_node)
+            if retry:
+                self.post_filter(a, err)
+
+    async def _ask_reservation(self, a: Attempt, node: str) -> NominationReply | None:
+        assert a.preemption is not None
+        ask: NominationRequest = {
+            "key": a.pod.key,
+            "seq": a.qp["seq"],
+            "pod": a.qp["pod"],
+            "node": node,
+            "victims": [v.key for v in a.preemption.victims],
+            "profile": a.framework.profile,
+        }
+        try:
+            reply: NominationReply = await request(
+                self.nc, CACHE_NOMINATE, {"reserve": ask}, timeout=10
+            )
+        except Exception as err:  # the cache is away: no preemption this time
+            log.warning("nomination of %s not reserved: %s", a.pod.key, err)
+            return None
+        return reply
+
+    async def release(self, a: Attempt) -> None:
+        """The reserved nomination was not written (the pod changed meanwhile): its
+        room goes back at once rather than after RESERVATION_TTL."""
+        self.nominate_locally(a.pod, "")
+        try:
+            await request(self.nc, CACHE_NOMINATE, {"release": [a.pod.key, a.qp["seq"]]})
+        except Exception as err:  # it lapses by itself
+            log.warning("nomination of %s not released: %s", a.pod.key, err)
 
     def _room_shared_with_nominations(self, a: Attempt) -> bool:
         """Whether the pod fits its nominated node but for the other pods nominated there

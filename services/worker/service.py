@@ -419,7 +419,9 @@ class Worker:
     async def _record_failure(self, a: Attempt, err: Exception) -> Report:
         """PodScheduled=False with the reason (and preemption's nomination), the
         FailedScheduling event, the report; the victims go once the nomination is
-        written."""
+        written, which goes once the cache reserved it."""
+        if isinstance(err, FitError) and a.preemption is not None:
+            await self.preemption.reserve(a, err)
         if isinstance(err, FitError):
             failure = Failure(
                 a.pod.key,
@@ -437,6 +439,8 @@ class Worker:
             await self.preemption.act_on(a, rep["nominated_node"])
             assert a.preemption is not None
             rep["victims"] = [v.key for v in a.preemption.victims]
+        elif nominate:
+            await self.preemption.release(a)
         log.info(
             "pod unschedulable: %s",
             failure.message,

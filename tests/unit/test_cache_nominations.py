@@ -136,3 +136,93 @@ def test_a_pod_not_nominated_there_still_counts_every_nomination_of_its_priority
     FW.handle.providers.nominated = cache.nominations.by_node
     assert len(FW.nominated_pods_for(other, "n1")) == 2
     assert not assume(cache, other)
+
+
+# --- a preemption's nomination reserved before it is written (reserve_nomination) ---
+
+
+@pytest.fixture
+def full(clock: Clock) -> Cache:
+    """n1 and n2 (4 cpu) each full of four 1-cpu priority-0 pods; nothing nominated."""
+    c = Cache(clock)
+    for n in ("n1", "n2"):
+        c.add_or_update_node(make_node(n, cpu="4", memory="4Gi", pods=10))
+        for i in range(4):
+            low = pod(f"low-{n}-{i}", 0, cpu="1")
+            c.add_pod(low.key, f"u-{n}-{i}", n, low, 1)
+    return c
+
+
+def reserve(cache: Cache, name: str, node: str, victims: list[str], cpu: str = "3") -> bool:
+    return cache.reserve_nomination(FW, pod(name, 10, cpu=cpu), node, victims).ok
+
+
+def victims(node: str, *indexes: int) -> list[str]:
+    return [f"default/low-{node}-{i}" for i in indexes]
+
+
+def test_a_second_preemptor_of_equal_priority_is_refused_the_same_victims(full: Cache) -> None:
+    """Two workers' PostFilters, neither aware of the other's nomination, chose the same
+    node and victims for two pods of one priority: the first nomination holds the room,
+    the second is refused and told who holds it."""
+    assert reserve(full, "a", "n1", victims("n1", 0, 1, 2))
+    result = full.reserve_nomination(FW, pod("b", 10, cpu="3"), "n1", victims("n1", 0, 1, 2))
+    assert not result.ok
+    assert [(n.node, n.pod.key) for n in result.holders] == [("n1", "default/a")]
+    assert reserve(full, "b", "n2", victims("n2", 0, 1, 2))  # elsewhere it is free
+
+
+def test_the_check_holds_once_the_victims_are_gone_too(full: Cache) -> None:
+    assert reserve(full, "a", "n1", victims("n1", 0, 1, 2))
+    for key in victims("n1", 0, 1, 2):  # their deletions reached the cache
+        full.remove_pod(key)
+    assert not reserve(full, "b", "n1", victims("n1", 0, 1, 2))
+
+
+def test_room_for_both_is_given_to_both(full: Cache) -> None:
+    """Two 1-cpu preemptors on one node, the second's dry run counting the first there
+    and its victim still present (as kube's does): both fit."""
+    assert reserve(full, "a", "n1", victims("n1", 0), cpu="1")
+    assert not reserve(full, "b", "n1", victims("n1", 1), cpu="1")  # a's victim not yet gone
+    assert reserve(full, "b", "n1", victims("n1", 1, 2), cpu="1")
+    assert not reserve(full, "c", "n1", victims("n1", 0), cpu="1")  # a's victim again
+
+
+def test_a_higher_priority_preemptor_is_not_held_back_by_a_lower_nomination(
+    full: Cache,
+) -> None:
+    assert reserve(full, "a", "n1", victims("n1", 0, 1, 2))
+    higher = pod("vip", 20, cpu="3")
+    assert full.reserve_nomination(FW, higher, "n1", victims("n1", 0, 1, 2)).ok
+
+
+def test_a_reservation_holds_the_room_against_assumes(full: Cache) -> None:
+    assert reserve(full, "a", "n1", victims("n1", 0, 1, 2))
+    for key in victims("n1", 0, 1, 2):
+        full.remove_pod(key)
+    filler = pod("filler", 10, cpu="1")
+    assert not full.assume_pod(FW, filler, "n1", "uf", 1).ok
+
+
+def test_a_reservation_never_written_lapses_or_is_released(full: Cache, clock: Clock) -> None:
+    assert reserve(full, "a", "n1", victims("n1", 0, 1, 2))
+    assert not full.release_nomination("default/a", 2)  # not the reserved version
+    assert full.release_nomination("default/a", 1)
+    assert reserve(full, "b", "n1", victims("n1", 0, 1, 2))
+    clock.now += 31  # RESERVATION_TTL: the watcher never brought b's written nomination
+    full.cleanup_expired()
+    assert reserve(full, "c", "n1", victims("n1", 0, 1, 2))
+
+
+def test_the_written_nomination_replaces_the_reservation(full: Cache, clock: Clock) -> None:
+    assert reserve(full, "a", "n1", victims("n1", 0, 1, 2))
+    full.nominate_pod("default/a", "n1", pod("a", 10, cpu="3", seq=2))  # the watcher's
+    assert not full.release_nomination("default/a", 1)  # a late release leaves it
+    clock.now += 31
+    full.cleanup_expired()
+    assert not reserve(full, "b", "n1", victims("n1", 0, 1, 2))  # still held
+
+
+def test_an_older_version_is_refused(full: Cache) -> None:
+    full.nominate_pod("default/a", "n2", pod("a", 10, cpu="3", seq=5))
+    assert not full.reserve_nomination(FW, pod("a", 10, cpu="3", seq=4), "n1", []).ok
