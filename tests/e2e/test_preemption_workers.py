@@ -18,15 +18,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import nats
 import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from shared.tools.client import PodTracker, publish_all, publish_pod
-from shared.tools.devstack import LocalStack, running
+from shared.tools.devstack import LocalStack
 from shared.tools.synthetic import make_node, make_pod
-from tests.conftest import make_test_stack
+from tests.e2e.preemption import full_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -68,41 +67,24 @@ def _placed_or_nominated(tracker: PodTracker, keys: list[str]) -> bool:
 async def victims_and_bound_preemptors(workers: int, workdir: Path) -> tuple[int, int]:
     """Run the scenario on a fresh stack with `workers` workers: (victims, preemptors
     bound) once every preemptor is bound."""
-    stack = make_test_stack(workdir)
-    stack.workers = workers
-    with running(stack) as st:
-        nc = await nats.connect(st.nats_url)
+    async with full_cluster(workers, workdir, NODES, PODS_PER_NODE) as (nc, tracker):
+        js = nc.jetstream()
+        stop = asyncio.Event()
+        fillers = asyncio.create_task(_keep_publishing_fillers(js, stop))
         try:
-            tracker = PodTracker()
-            await tracker.start(nc)
-            js = nc.jetstream()
-            await publish_all(js, [make_node(f"node-{n}", cpu="4") for n in range(NODES)])
-            low = [
-                make_pod(f"low-{n}-{i}", cpu="1", priority=0, node=f"node-{n}")
-                for n in range(NODES)
-                for i in range(PODS_PER_NODE)
-            ]
-            await publish_all(js, low)
-            assert await tracker.wait_until(lambda t: len(t.bound()) == len(low), timeout=30)
-
-            stop = asyncio.Event()
-            fillers = asyncio.create_task(_keep_publishing_fillers(js, stop))
-            try:
-                await _preemptors_in_waves(tracker, js)
-            finally:
-                stop.set()
-                await fillers
-            preemptors = {f"default/high-{i:02d}" for i in range(PREEMPTORS)}
-            assert await tracker.wait_until(lambda t: preemptors <= set(t.bound()), timeout=180), {
-                k: tracker.pods.get(k) for k in preemptors - set(tracker.bound())
-            }
-            # Fillers cannot preempt (no pod of lower priority): any victim beyond one per
-            # preemptor was taken before the preemptor bound, so it is counted by now.
-            assert all(v.bind_count <= 1 for v in tracker.pods.values())
-            await asyncio.sleep(0)  # let the tracker's last callbacks run
-            return len(tracker.deleted()), len(preemptors & set(tracker.bound()))
+            await _preemptors_in_waves(tracker, js)
         finally:
-            await nc.close()
+            stop.set()
+            await fillers
+        preemptors = {f"default/high-{i:02d}" for i in range(PREEMPTORS)}
+        assert await tracker.wait_until(lambda t: preemptors <= set(t.bound()), timeout=180), {
+            k: tracker.pods.get(k) for k in preemptors - set(tracker.bound())
+        }
+        # Fillers cannot preempt (no pod of lower priority): any victim beyond one per
+        # preemptor was taken before the preemptor bound, so it is counted by now.
+        assert all(v.bind_count <= 1 for v in tracker.pods.values())
+        await asyncio.sleep(0)  # let the tracker's last callbacks run
+        return len(tracker.deleted()), len(preemptors & set(tracker.bound()))
 
 
 async def test_four_workers_take_no_more_victims_per_preemptor_than_one(tmp_path: Path) -> None:
