@@ -23,6 +23,8 @@ CONFLICTS_METRIC = "ksched_assume_conflicts"  # ksched_assume_conflicts_total, a
 ASSUMED_METRIC = "ksched_assumed_pods"  # the cache's ksched_assumed_pods_total
 ATTEMPTS_METRIC = "scheduler_schedule_attempts"  # the workers', by result and profile
 INCOMING_METRIC = "scheduler_queue_incoming_pods"  # the queue's, by sub-queue and event
+# How long a settle waits for this process to hear of deletions the cache applied first
+EVICTION_GRACE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -61,15 +63,16 @@ def decided(tracker: PodTracker, key: str) -> bool:
 async def settle(
     tracker: PodTracker, redis: aioredis.Redis, pod_keys: Collection[str], timeout: float
 ) -> dict[str, Commit]:
-    """Wait until every pod is bound or reported unschedulable, and the cache's commits
-    of them are exactly the bindings seen, all confirmed: a consistent final state
-    (the commits are then a prefix of the cache's serial order). Returns the commits."""
+    """Wait until every pod is bound, reported unschedulable or deleted, and the cache's
+    commits of those not deleted are exactly the bindings seen, all confirmed: a
+    consistent final state (the commits are then a prefix of the cache's serial
+    order). Returns the commits."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     undecided = set(pod_keys)
 
     def all_decided(t: PodTracker) -> bool:  # re-checks only the pods still undecided
-        undecided.difference_update([k for k in undecided if decided(t, k)])
+        undecided.difference_update([k for k in undecided if decided(t, k) or _gone(t, k)])
         return not undecided
 
     while True:
@@ -79,18 +82,48 @@ async def settle(
             # evicting every 200 ms never gives one whole quiet comparison.
             live = [k for k in pod_keys if not tracker.pods[k].deleted]
             commits = await read_commits(redis, live)
-            bound = {k: tracker.pods[k].node for k in live if tracker.pods[k].node}
-            if bound == {k: c.node for k, c in commits.items()} and all(
-                c.confirmed for c in commits.values()
-            ):
+            differ = _differences(tracker, live, commits)
+            # A pod whose deletion the cache applied before this tracker heard of it
+            # differs until the tracker does: wait for that, not for a moment with no
+            # eviction in flight, which a preemptor every 200 ms on a loaded machine
+            # never gave (a PreemptionAsync run waited out its timeout, all pods bound).
+            if not differ:
                 return commits
-            undecided = {k for k in pod_keys if not decided(tracker, k)}
+            if await _all_deleted(tracker, differ):
+                return {k: c for k, c in commits.items() if k not in differ}
+            undecided = {k for k in pod_keys if not (decided(tracker, k) or _gone(tracker, k))}
         if loop.time() >= deadline:
             raise TimeoutError(
                 f"not settled after {timeout:.0f} s: {len(undecided)} pods undecided "
                 f"(e.g. {sorted(undecided)[:5]}), or the cache's commits differ from the bindings"
             )
         await asyncio.sleep(0.05)  # bindings and confirmations are on their way
+
+
+def _gone(tracker: PodTracker, key: str) -> bool:
+    """Deleted meanwhile (a preemption's victim): nothing is left to decide."""
+    view = tracker.pods.get(key)
+    return view is not None and view.deleted
+
+
+async def _all_deleted(tracker: PodTracker, keys_: set[str]) -> bool:
+    return await tracker.wait_until(
+        lambda t: all(t.pods[k].deleted for k in keys_), EVICTION_GRACE_SECONDS
+    )
+
+
+def _differences(tracker: PodTracker, live: list[str], commits: dict[str, Commit]) -> set[str]:
+    """The pods whose binding seen and the cache's commit disagree, or whose commit is
+    not confirmed yet."""
+    differ = set()
+    for key in live:
+        commit = commits.get(key)
+        if commit is None:
+            if tracker.pods[key].node:
+                differ.add(key)
+        elif not commit.confirmed or commit.node != tracker.pods[key].node:
+            differ.add(key)
+    return differ
 
 
 def _scrape(port: int) -> str:
