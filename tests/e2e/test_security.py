@@ -380,6 +380,12 @@ async def test_the_services_schedule_with_their_own_credentials_only(
             lambda t: len(t.bound()) == 12 and "default/huge" in t.unschedulable(),
             timeout=60,
         ), f"{len(tracker.bound())} bound"
+        # the nodes are full: a preemptor reserves its nomination at the cache, writes
+        # it and deletes its victims, all with the worker's own credentials
+        await publish_all(js, [make_pod("vip", cpu="1", priority=10)])
+        assert await tracker.wait_until(
+            lambda t: "default/vip" in t.bound() and len(t.deleted()) == 2, timeout=60
+        ), tracker.pods.get("default/vip")
         assert all(s.proc.poll() is None for s in stack.services)
         # and an operator finds every instance through discovery (`ksched status`)
         operator = await connect_as(nats_server, "operator")
