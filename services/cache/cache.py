@@ -407,12 +407,8 @@ class Cache:
         if holders:
             status = self.validate(framework, pod, info, without=victims)
             if not status.ok:
-                keys = {p.key for p in holders}
-                return ReserveResult(
-                    False,
-                    status,
-                    [n for k, n in self.nominations.by_key.items() if k in keys],
-                )
+                held_by = self.nominations.by_key
+                return ReserveResult(False, status, [held_by[p.key] for p in holders])
         self.nominations.nominate(pod.key, node_name, pod, self.clock() + RESERVATION_TTL)
         return ReserveResult(True)
 
